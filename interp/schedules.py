@@ -1,0 +1,367 @@
+"""Taper schedules and budget-exact integer MLP widths (paper section 2.1, "Schedules").
+
+A Tapered LM gives layer l an MLP width d(l) that shrinks (or grows) with depth while the
+*sum* of widths stays n_layers * d_ff, so parameters and FLOPs match the uniform baseline.
+The paper rounds to multiples of 16 and "nudges" interior layers until the budget holds, but
+does not publish how; this module fixes one deterministic algorithm and documents it, so every
+caller (model configs, plots, parameter counts) gets the same integers.
+
+numpy + stdlib only: imported by the CLI and by plots, so it must stay instant to import.
+
+Conventions
+-----------
+* Ratios are multiples of the baseline d_ff (1.5 means 1.5 * d_ff).
+* Widths are computed in *units* of `multiple` (width = units * multiple); the budget in units
+  is T = n_layers * d_ff / multiple, which must be an integer.
+* Rounding to the nearest unit uses Python's `round` (half to even) everywhere. For the swept
+  pairs (start + end = 2) this keeps round(start*D) + round(end*D) = 2*D when 2*D is an integer,
+  so pinned endpoints never disturb the budget (half-up would round both 64.5 and 21.5 up).
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from dataclasses import asdict, dataclass, fields
+from typing import Sequence
+
+import numpy as np
+
+SCHEDULES = ("uniform", "linear", "cosine", "sigmoid")
+PROFILES = {
+    "uniform": (1.0,),
+    "wider-early": (1.5, 1.0, 0.5),
+    "wider-middle": (0.75, 1.5, 0.75),
+    "wider-late": (0.5, 1.0, 1.5),
+}
+
+
+# --------------------------------------------------------------------------- argument checks
+
+def _check_int(value, name: str, minimum: int, hint: str = "") -> int:
+    """An int (numpy ints welcome, bools not) >= minimum, else ValueError naming the argument."""
+    if isinstance(value, bool):
+        raise ValueError(f"{name} must be an integer, got {value!r}")
+    try:
+        value = operator.index(value)
+    except TypeError:
+        raise ValueError(f"{name} must be an integer, got {value!r}") from None
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}{hint}")
+    return value
+
+
+def _check_ratio(value, name: str) -> float:
+    value = float(value)
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{name} must be a positive, finite multiple of d_ff (e.g. 0.5), got {value}: "
+                         "a layer cannot have width <= 0")
+    return value
+
+
+def _check_shape(n_layers, d_ff, multiple, min_layers: int = 1) -> tuple[int, int, int]:
+    """Validate the model shape and that some widths in steps of `multiple` can sum to the budget."""
+    n_layers = _check_int(n_layers, "n_layers", min_layers,
+                          " (a taper needs a first and a last layer; use schedule='uniform' for 1 layer)"
+                          if min_layers == 2 else "")
+    d_ff = _check_int(d_ff, "d_ff", 1)
+    multiple = _check_int(multiple, "multiple", 1, " (the width granularity, e.g. 16, 64 or 128)")
+    budget = n_layers * d_ff
+    if budget % multiple:
+        step = multiple // math.gcd(n_layers, multiple)   # d_ff must be a multiple of this
+        below, above = (d_ff // step) * step, (d_ff // step + 1) * step
+        d_ff_hint = f"d_ff={below} or d_ff={above}" if below > 0 else f"d_ff={above}"
+        raise ValueError(
+            f"budget n_layers*d_ff = {n_layers}*{d_ff} = {budget} is not divisible by multiple={multiple}, "
+            f"so no widths in steps of {multiple} can sum to it; use {d_ff_hint}, "
+            f"or multiple={math.gcd(budget, multiple)}")
+    return n_layers, d_ff, multiple
+
+
+def _check_mean(mean: float, d_ff: int, multiple: int, what: str) -> None:
+    """The ratios must average 1 (budget-neutral) up to the rounding slack: half a unit per layer."""
+    if abs(mean - 1.0) * d_ff > multiple / 2:
+        raise ValueError(f"{what} average {mean:.6g}, not 1, so the widths cannot keep the budget "
+                         f"n_layers*d_ff (tolerance {multiple / (2 * d_ff):.3g} at multiple={multiple})")
+
+
+def _uniform_widths(n_layers: int, d_ff: int, multiple: int) -> list[int]:
+    if d_ff % multiple:
+        raise ValueError(f"uniform widths need d_ff to be a multiple of multiple: d_ff={d_ff} is not a "
+                         f"multiple of multiple={multiple}; use multiple={math.gcd(d_ff, multiple)} "
+                         f"or d_ff={max(multiple, round(d_ff / multiple) * multiple)}")
+    return [d_ff] * n_layers
+
+
+# --------------------------------------------------------------------------- the schedules
+
+def ratios(n_layers: int, schedule: str = "cosine", start: float = 1.5, end: float = 0.5,
+           k: float = 10.0) -> np.ndarray:
+    """Un-rounded width multipliers r(l), l = 0..n_layers-1 (shape [n_layers]); for plots and rounding.
+
+    linear: start - (start-end) t;  cosine: end + (start-end)/2 (1 + cos(pi t));
+    sigmoid: end + (start-end) / (1 + exp(k (t - 1/2)));  t = l/(L-1).  uniform: all ones.
+    The sigmoid does not reach start/end exactly at t = 0, 1 (off by (start-end)/(1+e^(k/2))).
+    All three are point-symmetric about mid-depth, so their mean is exactly (start + end) / 2.
+    """
+    if schedule not in SCHEDULES:
+        raise ValueError(f"schedule={schedule!r} is unknown; valid schedules: {', '.join(SCHEDULES)}")
+    if schedule == "uniform":
+        return np.ones(_check_int(n_layers, "n_layers", 1))
+    n_layers = _check_int(n_layers, "n_layers", 2,
+                          " (a taper needs a first and a last layer; use schedule='uniform' for 1 layer)")
+    start, end = _check_ratio(start, "start"), _check_ratio(end, "end")
+    t = np.arange(n_layers) / (n_layers - 1)
+    if schedule == "linear":
+        return start - (start - end) * t
+    if schedule == "cosine":
+        return end + (start - end) / 2 * (1 + np.cos(np.pi * t))
+    k = float(k)
+    if not math.isfinite(k) or k <= 0:
+        raise ValueError(f"k must be a positive, finite sigmoid steepness (the paper uses 10), got {k}")
+    return end + (start - end) / (1 + np.exp(k * (t - 0.5)))
+
+
+def _nudge(units: np.ndarray, ideal: np.ndarray, residual: int, lo: np.ndarray, hi: np.ndarray,
+           monotone: bool) -> np.ndarray:
+    """Move `residual` single steps (+1 unit if positive, -1 if negative) onto layers, one at a time.
+
+    Each step goes to the layer whose rounding error (ideal - units) is largest (for +1) or most
+    negative (for -1) among the layers where the step keeps lo <= units <= hi and, if `monotone`,
+    keeps the sequence non-increasing (callers flip increasing profiles first). Ties go to the
+    lowest index for +1 and the highest for -1: the wide end gains first, the narrow end loses first.
+    Starting from floors this is the largest-remainder method; a layer's error drops by 1 after a
+    step, so no layer takes a second step before every eligible layer has taken one. Largest
+    remainder already keeps order (a wider ideal never has the smaller error at equal units), so
+    the monotone check is a guard for inputs off the swept grid, not the mechanism.
+    """
+    units = units.copy()
+    for _ in range(abs(residual)):
+        error = np.round(ideal - units, 9)        # round so float noise cannot break ties
+        if residual > 0:
+            ok = units + 1 <= hi
+            if monotone:
+                ok[1:] &= units[:-1] >= units[1:] + 1
+            cand = np.flatnonzero(ok)
+            if cand.size == 0:
+                break
+            units[cand[np.argmax(error[cand])]] += 1
+        else:
+            ok = units - 1 >= lo
+            if monotone:
+                ok[:-1] &= units[1:] <= units[:-1] - 1
+            cand = np.flatnonzero(ok)[::-1]
+            if cand.size == 0:
+                break
+            units[cand[np.argmin(error[cand])]] -= 1
+    return units
+
+
+def taper_widths(n_layers: int, d_ff: int, schedule: str = "cosine", start: float = 1.5,
+                 end: float = 0.5, multiple: int = 16, k: float = 10.0) -> list[int]:
+    """Per-layer MLP widths for a tapered model: multiples of `multiple`, summing to n_layers * d_ff.
+
+    Algorithm (deterministic; the paper did not publish its own):
+    1. x(l) = ratios(...)(l) * d_ff / multiple, the ideal width in units of `multiple`.
+    2. Pin the endpoints: units[0] = round(start*d_ff/multiple), units[-1] = round(end*d_ff/multiple)
+       (exactly the rounded endpoints, also for the sigmoid, whose curve stops short of them).
+    3. Interior layers start at floor(x(l)), clipped to lie between the two endpoints.
+    4. The missing units (budget minus current sum) are added one at a time by `_nudge`: each to
+       the interior layer with the largest rounding error x - units whose step keeps the widths
+       monotone (an excess is removed symmetrically). This is largest-remainder rounding, so for
+       linear and cosine with start + end = 2 every interior width is within one `multiple` of
+       d_ff * r(l) (endpoints within half a multiple), and with d_ff a multiple of `multiple`
+       the widths are point-symmetric: w[l] + w[L-1-l] = 2 * d_ff.
+    An increasing schedule (start < end) is solved mirrored and flipped back.
+
+    `schedule="uniform"` ignores start, end and k and returns [d_ff] * n_layers (d_ff must then
+    be a multiple of `multiple`). Raises ValueError naming the argument for every infeasible request.
+    """
+    if schedule not in SCHEDULES:
+        raise ValueError(f"schedule={schedule!r} is unknown; valid schedules: {', '.join(SCHEDULES)}")
+    if schedule == "uniform":
+        n_layers, d_ff, multiple = _check_shape(n_layers, d_ff, multiple)
+        return _uniform_widths(n_layers, d_ff, multiple)
+    n_layers, d_ff, multiple = _check_shape(n_layers, d_ff, multiple, min_layers=2)
+    x = ratios(n_layers, schedule, start, end, k) * d_ff / multiple
+    start, end = float(start), float(end)
+    _check_mean((start + end) / 2, d_ff, multiple,
+                f"start={start:g} and end={end:g} (use end = 2 - start = {2 - start:g})")
+    first, last = round(start * d_ff / multiple), round(end * d_ff / multiple)
+    for name, value, units in (("start", start, first), ("end", end, last)):
+        if units < 1:
+            raise ValueError(f"{name}={value:g} makes a width of {value * d_ff:g}, which rounds to 0 at "
+                             f"multiple={multiple}; the minimum {name} ratio that works is "
+                             f"{multiple / d_ff:.4g} (one multiple), or use a smaller multiple")
+    increasing = start < end
+    if increasing:                                 # solve the mirror image, flip back at the end
+        x, first, last = x[::-1].copy(), last, first
+    hi, lo = first, last
+    units = np.clip(np.floor(x), lo, hi).astype(np.int64)
+    units[0], units[-1] = first, last
+    total = n_layers * d_ff // multiple
+    interior = total - first - last
+    if n_layers == 2 and interior != 0:
+        raise ValueError(f"with n_layers=2 both widths are the rounded endpoints, {first * multiple} + "
+                         f"{last * multiple} != n_layers*d_ff={2 * d_ff}; use end = 2 - start exactly")
+    if not (n_layers - 2) * lo <= interior <= (n_layers - 2) * hi:
+        raise ValueError(
+            f"cannot keep the widths monotone from start={start:g} to end={end:g} and sum to "
+            f"n_layers*d_ff={n_layers * d_ff} at multiple={multiple}: the pinned endpoints "
+            f"{first * multiple}/{last * multiple} leave {interior * multiple} for {n_layers - 2} interior "
+            f"layers; use schedule='uniform' if start == end, a smaller multiple, or a d_ff that is "
+            f"a multiple of multiple")
+    lo_arr, hi_arr = np.full(n_layers, lo), np.full(n_layers, hi)
+    lo_arr[0] = hi_arr[0] = first
+    lo_arr[-1] = hi_arr[-1] = last
+    units = _nudge(units, x, total - int(units.sum()), lo_arr, hi_arr, monotone=True)
+    if increasing:
+        units = units[::-1]
+    return _to_widths(units, total, multiple)
+
+
+def _to_widths(units: np.ndarray, total: int, multiple: int) -> list[int]:
+    """Final guard: every contract promise is re-checked here, so a bug cannot leak out silently."""
+    if int(units.sum()) != total or (units < 1).any():
+        raise AssertionError(f"schedules: internal error, units {units.tolist()} do not sum to {total}")
+    return [int(u) * multiple for u in units]
+
+
+# --------------------------------------------------------------------------- layer groups
+
+def group_sizes(n_layers: int, n_groups: int) -> list[int]:
+    """Sizes of `n_groups` contiguous groups over `n_layers` layers, differing by at most 1.
+
+    Layer l joins the group that covers its mid-depth position: group = floor(n_groups * (l + 1/2) / n_layers).
+    Where the extra layers go follows from that: 31 layers in thirds are 10/11/10, 32 are 11/10/11.
+    For an odd number of groups the sizes are always a palindrome, so a profile and its mirror
+    (wider-early, wider-late) get mirrored sizes and mirrored widths.
+    """
+    n_groups = _check_int(n_groups, "n_groups", 1)
+    n_layers = _check_int(n_layers, "n_layers", n_groups, f" (at least one layer per group, n_groups={n_groups})")
+    group = (2 * np.arange(n_layers) + 1) * n_groups // (2 * n_layers)
+    return np.bincount(group, minlength=n_groups).tolist()
+
+
+def group_widths(n_layers: int, d_ff: int, ratios: Sequence[float] = (1.5, 1.0, 0.5),
+                 multiple: int = 16) -> list[int]:
+    """Per-layer widths for contiguous layer groups, one ratio per group, summing to n_layers * d_ff.
+
+    1. Sizes come from `group_sizes` (nearly equal, extras placed by mid-depth position).
+    2. The ratios must average 1 (as if the groups were equal), up to the rounding slack. When
+       the groups are unequal the size-weighted mean can still miss 1 (wider-middle over 31 layers
+       weighs its 1.5 group by 11 of 31); then all ratios are scaled by n_layers / sum(size * ratio),
+       which keeps their proportions and the budget (31 layers: 0.738/1.476/0.738 instead of 0.75/1.5/0.75).
+    3. Each group's width is round(ratio * d_ff / multiple) units (half to even).
+    4. The rounding residual is fixed by single `multiple` steps on individual layers with `_nudge`
+       (largest rounding error first; the wide end of a group gains first, the narrow end loses
+       first), keeping monotone profiles monotone. So a group's widths differ by at most one
+       `multiple`. Usually no layer is nudged: over n_layers 3..64, d_ff 256..4096 and multiples
+       16/64/128, wider-early/late need none unless d_ff is not a multiple of `multiple`
+       (2752 at 128: up to 11 layers), and wider-middle needs up to 10 when n_layers % 3 != 0
+       (its unequal groups cannot all be constant and sum exactly).
+    All ratios equal means uniform: [d_ff] * n_layers, requiring d_ff to be a multiple of `multiple`.
+    """
+    r = np.asarray([_check_ratio(v, f"ratios[{i}]") for i, v in enumerate(ratios)], dtype=float)
+    if r.size == 0:
+        raise ValueError("ratios must hold at least one group ratio, e.g. (1.5, 1.0, 0.5)")
+    n_layers, d_ff, multiple = _check_shape(n_layers, d_ff, multiple)
+    if n_layers < r.size:
+        raise ValueError(f"n_layers={n_layers} is fewer than the {r.size} groups in ratios; "
+                         f"use n_layers >= {r.size} or fewer ratios")
+    sizes = np.asarray(group_sizes(n_layers, r.size))
+    _check_mean(float(r.mean()), d_ff, multiple,
+                f"ratios {tuple(r.tolist())} (size-weighted mean {float(sizes @ r) / n_layers:.6g})")
+    if np.all(r == r[0]):
+        return _uniform_widths(n_layers, d_ff, multiple)
+    ideal_group = r * (n_layers / float(sizes @ r)) * d_ff / multiple
+    rounded = np.array([round(v) for v in ideal_group], dtype=np.int64)
+    if (rounded < 1).any():
+        i = int(np.argmin(rounded))
+        raise ValueError(f"ratios[{i}]={r[i]:g} makes a width that rounds to 0 at multiple={multiple}; "
+                         f"the minimum ratio that works is about {multiple / d_ff:.4g} (one multiple)")
+    diffs = np.diff(r)
+    increasing = bool((diffs >= 0).all())
+    monotone = increasing or bool((diffs <= 0).all())
+    x, units = np.repeat(ideal_group, sizes), np.repeat(rounded, sizes)
+    if increasing:                                 # solve the mirror image, flip back at the end
+        x, units = x[::-1].copy(), units[::-1].copy()
+    total = n_layers * d_ff // multiple
+    lo, hi = np.ones(n_layers, dtype=np.int64), np.full(n_layers, np.iinfo(np.int64).max // 2)
+    units = _nudge(units, x, total - int(units.sum()), lo, hi, monotone=monotone)
+    if increasing:
+        units = units[::-1]
+    return _to_widths(units, total, multiple)
+
+
+def profile_widths(profile: str, n_layers: int, d_ff: int, multiple: int = 16) -> list[int]:
+    """Widths for a named layer-group profile from PROFILES (the paper's early/middle/late thirds)."""
+    if profile not in PROFILES:
+        raise ValueError(f"profile={profile!r} is unknown; valid profiles: {', '.join(PROFILES)}")
+    return group_widths(n_layers, d_ff, PROFILES[profile], multiple)
+
+
+# --------------------------------------------------------------------------- config object
+
+@dataclass(frozen=True)
+class WidthSpec:
+    """What a training config stores about MLP widths; resolves to integers for a model shape.
+
+    For schedule "uniform" and "profile" the start/end ratios mean nothing and are stored as 1.0,
+    so equal specs compare (and serialise) equal whatever the caller passed.
+    """
+
+    schedule: str = "uniform"      # one of SCHEDULES, or "profile"
+    start: float = 1.0
+    end: float = 1.0
+    profile: str | None = None     # one of PROFILES when schedule == "profile"
+    multiple: int = 16
+    k: float = 10.0
+
+    def __post_init__(self) -> None:
+        if self.schedule not in SCHEDULES + ("profile",):
+            raise ValueError(f"WidthSpec.schedule={self.schedule!r} is unknown; valid: "
+                             f"{', '.join(SCHEDULES + ('profile',))}")
+        if self.schedule == "profile":
+            if self.profile not in PROFILES:
+                raise ValueError(f"WidthSpec.profile={self.profile!r} is unknown; with schedule='profile' "
+                                 f"use one of: {', '.join(PROFILES)}")
+        elif self.profile is not None:
+            raise ValueError(f"WidthSpec.profile={self.profile!r} is only used with schedule='profile', "
+                             f"not schedule={self.schedule!r}; set profile=None")
+        if self.schedule in ("uniform", "profile"):
+            object.__setattr__(self, "start", 1.0)
+            object.__setattr__(self, "end", 1.0)
+        else:
+            object.__setattr__(self, "start", _check_ratio(self.start, "WidthSpec.start"))
+            object.__setattr__(self, "end", _check_ratio(self.end, "WidthSpec.end"))
+        object.__setattr__(self, "multiple", _check_int(self.multiple, "WidthSpec.multiple", 1))
+        object.__setattr__(self, "k", float(self.k))
+
+    def widths(self, n_layers: int, d_ff: int) -> list[int]:
+        """Integer per-layer widths for this spec on a model with n_layers layers and baseline d_ff."""
+        if self.schedule == "profile":
+            return profile_widths(self.profile, n_layers, d_ff, self.multiple)
+        return taper_widths(n_layers, d_ff, self.schedule, self.start, self.end, self.multiple, self.k)
+
+    @property
+    def label(self) -> str:
+        """Short name for legends and tables: "uniform", "cosine 1.5->0.5", "wider-early"."""
+        if self.schedule == "profile":
+            return str(self.profile)
+        if self.schedule == "uniform":
+            return "uniform"
+        k = f" k={self.k:g}" if self.schedule == "sigmoid" and self.k != 10.0 else ""
+        return f"{self.schedule} {self.start:g}->{self.end:g}{k}"
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> WidthSpec:
+        """Inverse of to_dict; unknown keys are an error (a typo must not silently mean 'uniform')."""
+        unknown = set(d) - {f.name for f in fields(cls)}
+        if unknown:
+            raise ValueError(f"WidthSpec.from_dict: unknown keys {sorted(unknown)}; "
+                             f"valid keys: {[f.name for f in fields(cls)]}")
+        return cls(**d)
