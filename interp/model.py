@@ -1,0 +1,288 @@
+"""The tapered decoder: a Transformer++ LM whose SwiGLU width d_mlp[l] is set per layer.
+
+Transformer++ form (as in the paper): pre-norm RMSNorm, RoPE, SwiGLU MLP (gate_proj, up_proj,
+down_proj; silu), no biases, untied embeddings by default. The token mixer comes from the
+interp.mixers registry, so attention variants and recurrent/memory mixers share the block code.
+
+Built from TransformerLens HookPoints on a HookedRootModule, so `run_with_cache` /
+`run_with_hooks` use the names researchers know, and nnsight.NNsight wraps it unchanged:
+  hook_embed
+  blocks.{l}.hook_resid_pre  -> ln1 -> attn (mixer) -> blocks.{l}.hook_attn_out
+  blocks.{l}.hook_resid_mid  =  resid_pre + attn_out            (exactly)
+  ln2 -> mlp: mlp.hook_pre (gate pre-activation), mlp.hook_pre_linear (up), mlp.hook_post
+        (silu(gate) * up, width d_mlp[l]) -> down_proj -> blocks.{l}.hook_mlp_out
+  blocks.{l}.hook_resid_post =  resid_mid + mlp_out             (exactly)
+  ln_final.hook_normalized (x / rms(x), before the gain, as in TransformerLens); also ln1/ln2.
+  attention internals: blocks.{l}.attn.hook_q/k (pre-RoPE), hook_v, hook_z [batch pos head d_head].
+An unhooked HookPoint is an identity nn.Module: a few microseconds of Python per call, no tensor work.
+
+MLP weights are nn.Linear `gate_proj` / `up_proj` / `down_proj` (HF Llama names, weight shape
+[out, in]), so weight surgery and pretrained site maps read the same on our model and on Llama.
+
+Init (GPT-2 / nanoGPT): every Linear and the embedding ~ normal(0, init_std); projections that write
+into the residual stream (attn o_proj, mlp down_proj, any mixer Linear flagged `residual_out`) use
+init_std / sqrt(2 * n_layers), so the residual variance at init does not grow with depth. Norm gains = 1.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import operator
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+from jaxtyping import Float, Int
+from torch import Tensor, nn
+from transformer_lens import HookedRootModule
+from transformer_lens.hook_points import HookPoint
+
+from interp.mixers import MIXERS
+
+ReturnType = Literal["logits", "loss", "both"]
+_RETURN_TYPES = ("logits", "loss", "both")
+
+
+@dataclass
+class ModelConfig:
+    """Shape of a tapered LM. Only d_mlp varies with depth; everything else is uniform (as in the paper)."""
+
+    vocab_size: int
+    d_model: int
+    n_layers: int
+    n_heads: int
+    d_mlp: list[int]  # per-layer SwiGLU intermediate width
+    n_ctx: int = 256
+    mixer: str = "attention"  # key of interp.mixers.MIXERS
+    rope_theta: float = 10000.0
+    norm_eps: float = 1e-6
+    init_std: float = 0.02
+    tie_embeddings: bool = False
+    # Mixer-specific settings (e.g. Titans memory chunk size); fixed per model, never tapered.
+    mixer_options: dict = dataclasses.field(default_factory=dict)
+
+    @property
+    def d_head(self) -> int:
+        return self.d_model // self.n_heads
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> ModelConfig:
+        """Inverse of to_dict; rejects unknown keys (a typo would otherwise silently use a default)."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise ValueError(f"ModelConfig.from_dict: unknown keys {unknown}; known keys are {sorted(known)}")
+        cfg = cls(**{**d, "d_mlp": list(d.get("d_mlp", []))})
+        cfg.validate()
+        return cfg
+
+    def validate(self) -> None:
+        """Raise ValueError naming the bad field and the fix; called by TaperedLM before building.
+
+        Also normalises d_mlp to a list of Python ints (numpy ints from a schedule would break JSON).
+        """
+        for name in ("vocab_size", "d_model", "n_layers", "n_heads", "n_ctx"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ValueError(f"ModelConfig.{name} must be a positive int, got {value!r}")
+        if self.d_model % self.n_heads:
+            raise ValueError(f"ModelConfig.d_model={self.d_model} must be divisible by n_heads={self.n_heads}")
+        if self.d_head % 2:
+            raise ValueError(f"ModelConfig: d_head = d_model / n_heads = {self.d_head} must be even for RoPE; "
+                             "change d_model or n_heads")
+        if len(self.d_mlp) != self.n_layers:
+            raise ValueError(f"ModelConfig.d_mlp has {len(self.d_mlp)} widths but n_layers={self.n_layers}; "
+                             "give one SwiGLU width per layer (e.g. interp.schedules.taper_widths)")
+        for layer, width in enumerate(self.d_mlp):
+            try:
+                ok = not isinstance(width, bool) and operator.index(width) > 0
+            except TypeError:
+                ok = False
+            if not ok:
+                raise ValueError(f"ModelConfig.d_mlp[{layer}] must be a positive int, got {width!r}")
+        self.d_mlp = [operator.index(w) for w in self.d_mlp]  # numpy ints -> int, so to_dict is JSON-safe
+        if self.mixer not in MIXERS:
+            raise ValueError(f"ModelConfig.mixer={self.mixer!r} is not registered; choose one of "
+                             f"{sorted(MIXERS)} or register it with interp.mixers.register_mixer")
+        if self.rope_theta <= 0 or self.norm_eps <= 0 or self.init_std <= 0:
+            raise ValueError("ModelConfig.rope_theta, norm_eps and init_std must be > 0, got "
+                             f"{self.rope_theta}, {self.norm_eps}, {self.init_std}")
+
+
+class RMSNorm(nn.Module):
+    """RMSNorm with a learned gain; hook_normalized is x / rms(x) before the gain (TransformerLens convention)."""
+
+    def __init__(self, d_model: int, eps: float):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(d_model))
+        self.hook_normalized = HookPoint()
+
+    def forward(self, x: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch pos d_model"]:
+        return self.hook_normalized(F.rms_norm(x, (x.shape[-1],), eps=self.eps)) * self.weight
+
+
+class SwiGLU(nn.Module):
+    """down_proj(silu(gate_proj(x)) * up_proj(x)); d_mlp is this layer's own width."""
+
+    def __init__(self, d_model: int, d_mlp: int):
+        super().__init__()
+        self.gate_proj = nn.Linear(d_model, d_mlp, bias=False)
+        self.up_proj = nn.Linear(d_model, d_mlp, bias=False)
+        self.down_proj = nn.Linear(d_mlp, d_model, bias=False)
+        self.down_proj.residual_out = True
+        self.hook_pre, self.hook_pre_linear, self.hook_post = HookPoint(), HookPoint(), HookPoint()
+
+    def forward(self, x: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch pos d_model"]:
+        pre = self.hook_pre(self.gate_proj(x))  # [batch pos d_mlp]
+        post = self.hook_post(F.silu(pre) * self.hook_pre_linear(self.up_proj(x)))  # [batch pos d_mlp]
+        return self.down_proj(post)
+
+    @staticmethod
+    def n_params(d_model: int, d_mlp: int) -> int:
+        return 3 * d_model * d_mlp
+
+
+class Block(nn.Module):
+    """x -> x + mixer(ln1(x)) -> + mlp(ln2(x)); the mixer is whatever MIXERS[cfg.mixer] builds."""
+
+    def __init__(self, cfg: ModelConfig, layer: int):
+        super().__init__()
+        self.ln1 = RMSNorm(cfg.d_model, cfg.norm_eps)
+        self.attn = MIXERS[cfg.mixer](cfg, layer)
+        self.ln2 = RMSNorm(cfg.d_model, cfg.norm_eps)
+        self.mlp = SwiGLU(cfg.d_model, cfg.d_mlp[layer])
+        self.hook_resid_pre, self.hook_attn_out, self.hook_resid_mid = HookPoint(), HookPoint(), HookPoint()
+        self.hook_mlp_out, self.hook_resid_post = HookPoint(), HookPoint()
+
+    def forward(self, x: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch pos d_model"]:
+        resid_pre = self.hook_resid_pre(x)
+        attn_out = self.hook_attn_out(self.attn(self.ln1(resid_pre)))
+        resid_mid = self.hook_resid_mid(resid_pre + attn_out)
+        mlp_out = self.hook_mlp_out(self.mlp(self.ln2(resid_mid)))
+        return self.hook_resid_post(resid_mid + mlp_out)
+
+
+class TaperedLM(HookedRootModule):
+    """Decoder-only LM with per-layer MLP widths, hookable by TransformerLens names (see module doc)."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        cfg.validate()
+        self.cfg = cfg
+        self.embed = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        self.hook_embed = HookPoint()
+        self.blocks = nn.ModuleList(Block(cfg, layer) for layer in range(cfg.n_layers))
+        self.ln_final = RMSNorm(cfg.d_model, cfg.norm_eps)
+        self.unembed = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        self._init_weights()
+        if cfg.tie_embeddings:
+            self.unembed.weight = self.embed.weight
+        self.setup()
+
+    @torch.no_grad()
+    def _init_weights(self) -> None:
+        """normal(0, init_std); residual-stream writers (`residual_out`) scaled by 1/sqrt(2 * n_layers)."""
+        out_std = self.cfg.init_std / math.sqrt(2 * self.cfg.n_layers)
+        for module in self.modules():
+            if isinstance(module, nn.Linear | nn.Embedding):
+                std = out_std if getattr(module, "residual_out", False) else self.cfg.init_std
+                nn.init.normal_(module.weight, mean=0.0, std=std)
+
+    def forward(self, tokens: Int[Tensor, "batch pos"], return_type: ReturnType = "logits"
+                ) -> Float[Tensor, "batch pos d_vocab"] | Float[Tensor, ""] | tuple[Tensor, Tensor]:
+        """Logits, mean next-token cross-entropy (logits[:, :-1] vs tokens[:, 1:]), or both as (logits, loss)."""
+        if return_type not in _RETURN_TYPES:
+            raise ValueError(f"TaperedLM.forward: return_type={return_type!r}, expected one of {_RETURN_TYPES}")
+        if tokens.ndim != 2 or tokens.shape[1] > self.cfg.n_ctx:
+            raise ValueError(f"TaperedLM.forward: tokens must be [batch, pos] with pos <= n_ctx={self.cfg.n_ctx}, "
+                             f"got shape {tuple(tokens.shape)}; raise ModelConfig.n_ctx or shorten the input")
+        x = self.hook_embed(self.embed(tokens))
+        for block in self.blocks:
+            x = block(x)
+        logits = self.unembed(self.ln_final(x))
+        if return_type == "logits":
+            return logits
+        loss = next_token_loss(logits, tokens)
+        return loss if return_type == "loss" else (logits, loss)
+
+
+def next_token_loss(logits: Float[Tensor, "batch pos d_vocab"], tokens: Int[Tensor, "batch pos"]) -> Float[Tensor, ""]:
+    """Mean cross-entropy of logits[:, :-1] against tokens[:, 1:].
+
+    The last position gets target -100 (ignored) instead of slicing, so the [batch pos vocab] logits
+    are never copied (slicing then flattening would copy the largest tensor of the step).
+    """
+    if tokens.shape[1] < 2:
+        raise ValueError(f"next_token_loss: need at least 2 positions for a next-token loss, got {tokens.shape[1]}")
+    targets = F.pad(tokens[:, 1:].long(), (0, 1), value=-100)
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=-100)
+
+
+# ---------------------------------------------------------------------------------------------
+# Analytic size and cost. Both return the same structure, so a table can put them side by side.
+
+def _layer_table(cfg: ModelConfig, mixer: list[int], mlp: list[int], norms: int, extra: dict[str, list[int]]
+                 ) -> list[dict]:
+    rows = []
+    for layer in range(cfg.n_layers):
+        row = {"layer": layer, "mixer": mixer[layer], "mlp": mlp[layer], "norms": norms}
+        row["total"] = row["mixer"] + row["mlp"] + norms
+        row.update({k: v[layer] for k, v in extra.items()})
+        rows.append(row)
+    return rows
+
+
+def param_counts(cfg: ModelConfig) -> dict:
+    """Parameters per layer and in total, from the config alone (equals sum(p.numel()) of TaperedLM(cfg)).
+
+    {"per_layer": [{"layer", "mixer", "mlp", "norms", "total"}], "embedding", "unembedding",
+     "final_norm", "total"}; "unembedding" is 0 when embeddings are tied.
+    """
+    cfg.validate()
+    mixer_cls = MIXERS[cfg.mixer]
+    per_layer = _layer_table(cfg,
+                             mixer=[mixer_cls.n_params(cfg, layer) for layer in range(cfg.n_layers)],
+                             mlp=[SwiGLU.n_params(cfg.d_model, w) for w in cfg.d_mlp],
+                             norms=2 * cfg.d_model, extra={})
+    out = {"per_layer": per_layer,
+           "embedding": cfg.vocab_size * cfg.d_model,
+           "unembedding": 0 if cfg.tie_embeddings else cfg.vocab_size * cfg.d_model,
+           "final_norm": cfg.d_model}
+    out["total"] = sum(r["total"] for r in per_layer) + out["embedding"] + out["unembedding"] + out["final_norm"]
+    return out
+
+
+def flops_per_token(cfg: ModelConfig, seq_len: int, causal: bool = True) -> dict:
+    """Forward matmul FLOPs per token (2 per multiply-add), per layer and in total.
+
+    Same structure as param_counts, plus "attention_scores" (per layer and summed: QK^T and
+    pattern @ V, already included in "mixer"). Attention cost uses the causal average of (T+1)/2
+    attended keys per query (`causal=False`: all T keys, the PaLM/Chinchilla convention).
+    Embedding lookup and norms cost 0 here (no matmul); the unembedding is 2 * d_model * vocab.
+    MLP FLOPs are linear in d_mlp, so a tapered model and its same-mean uniform baseline tie exactly.
+    """
+    cfg.validate()
+    if isinstance(seq_len, bool) or not isinstance(seq_len, int) or seq_len <= 0:
+        raise ValueError(f"flops_per_token: seq_len must be a positive int, got {seq_len!r}")
+    mixer_cls = MIXERS[cfg.mixer]
+    mixer = [mixer_cls.forward_flops(cfg, layer, seq_len, causal) for layer in range(cfg.n_layers)]
+    per_layer = _layer_table(cfg,
+                             mixer=[m.dense + m.attention_scores for m in mixer],
+                             mlp=[2 * SwiGLU.n_params(cfg.d_model, w) for w in cfg.d_mlp],
+                             norms=0, extra={"attention_scores": [m.attention_scores for m in mixer]})
+    out = {"per_layer": per_layer, "embedding": 0, "unembedding": 2 * cfg.d_model * cfg.vocab_size,
+           "final_norm": 0, "attention_scores": sum(m.attention_scores for m in mixer)}
+    out["total"] = sum(r["total"] for r in per_layer) + out["unembedding"]
+    return out
+
+
+def training_flops_per_token(cfg: ModelConfig, seq_len: int, causal: bool = True) -> int:
+    """Forward + backward ~= 3 x forward (backward computes grads w.r.t. inputs and weights); for MFU."""
+    return 3 * flops_per_token(cfg, seq_len, causal)["total"]
+

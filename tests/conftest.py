@@ -1,0 +1,8 @@
+"""Shared test setup: offline mode everywhere, so nothing ever waits on a hub."""
+
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("MPLBACKEND", "Agg")
