@@ -1,0 +1,284 @@
+"""Atomic save / load / validate of a checkpoint directory: model.safetensors + config.json
+(+ train_state.pt for resuming).
+
+Why atomic: a run killed mid-save (pre-emption, Ctrl-C twice, full disk) must leave the previous
+checkpoint loadable. Every file is written to a temporary name in the same directory, fsynced, and
+then moved over the old one with os.replace (atomic on POSIX). The two checkpoint files are replaced
+weights-first; a crash between the two replaces leaves new weights beside the previous config.json,
+which within one run is the same document (config.json holds no step counter), so it still loads.
+
+Resuming reads only train_state.pt, which holds the model weights too, so the state a run resumes
+from is always one self-consistent file, whatever happened to the other two.
+
+config.json must hold the model shape under the key "model" (ModelConfig.to_dict()); anything
+else in it (training config, widths, data metadata, provenance) is the caller's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import struct
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors import safe_open
+from safetensors.torch import load_model, save_model
+
+from interp.model import ModelConfig, TaperedLM
+from interp.paths import CONFIG_FILE, TRAIN_STATE_FILE, WEIGHTS_FILE
+
+PathLike = str | os.PathLike
+
+
+class CheckpointError(ValueError):
+    """A checkpoint directory that cannot be loaded; the message names the file, the field and the fix."""
+
+
+# ----------------------------------------------------------------------------------------- atomic I/O
+
+def _fsync_dir(directory: Path) -> None:
+    """Persist the directory entry itself (the rename), not only the file contents."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:  # some filesystems / platforms cannot open directories
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _write_temp(directory: Path, name: str, write: Callable[[Path], None]) -> Path:
+    """Write via `write(tmp_path)` to a temporary file beside `name`, fsync it, return its path."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=directory)
+    os.close(fd)
+    tmp_path = Path(tmp)
+    try:
+        os.chmod(tmp_path, 0o666 & ~_umask())  # mkstemp creates 0600; give the file normal permissions
+        write(tmp_path)
+        with open(tmp_path, "rb+") as f:
+            os.fsync(f.fileno())
+    except BaseException:
+        tmp_path.unlink(missing_ok=True)
+        raise
+    return tmp_path
+
+
+def atomic_write(directory: PathLike, writers: dict[str, Callable[[Path], None]]) -> None:
+    """Write several files so each one is either the old or the complete new version.
+
+    All temporary files are written and fsynced before the first os.replace, in dict order, so a
+    crash while writing (the slow part) changes nothing; temporaries are removed on failure.
+    """
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    temps: dict[str, Path] = {}
+    try:
+        for name, write in writers.items():
+            temps[name] = _write_temp(directory, name, write)
+        for name, tmp in list(temps.items()):
+            os.replace(tmp, directory / name)
+            del temps[name]
+    finally:
+        for tmp in temps.values():
+            tmp.unlink(missing_ok=True)
+    _fsync_dir(directory)
+
+
+def write_json_atomic(path: PathLike, obj: Any) -> None:
+    """One JSON file, atomically (used for config.json, result.json and rewritten logs)."""
+    path = Path(path)
+    text = json.dumps(obj, indent=2, sort_keys=False) + "\n"
+    atomic_write(path.parent, {path.name: lambda p: p.write_text(text)})
+
+
+# -------------------------------------------------------------------------------- model checkpoints
+
+def _model_config(model: TaperedLM) -> ModelConfig:
+    cfg = getattr(model, "cfg", None)
+    if not isinstance(cfg, ModelConfig):
+        raise TypeError(f"save_checkpoint: model {type(model).__name__} has no ModelConfig at .cfg; "
+                        "pass an interp.model.TaperedLM (unwrap DDP with .module first)")
+    return cfg
+
+
+def save_checkpoint(dir: PathLike, model: TaperedLM, config: dict) -> None:
+    """Write dir/model.safetensors and dir/config.json atomically; config["model"] is set from model.cfg.
+
+    Weights are saved in their current dtype (fp32 master weights in training); tied embeddings are
+    stored once (safetensors.torch.save_model removes shared-tensor duplicates).
+    """
+    model_cfg = _model_config(model).to_dict()
+    if "model" in config and config["model"] != model_cfg:
+        raise ValueError("save_checkpoint: config['model'] differs from model.cfg.to_dict(); "
+                         "drop the 'model' key and let save_checkpoint fill it in")
+    config = {**config, "model": model_cfg}
+    text = json.dumps(config, indent=2) + "\n"
+    atomic_write(dir, {
+        WEIGHTS_FILE: lambda p: save_model(model, str(p)),
+        CONFIG_FILE: lambda p: p.write_text(text),
+    })
+
+
+def is_checkpoint_dir(path: PathLike) -> bool:
+    """True if `path` holds both checkpoint files (not whether they are valid: see validate_checkpoint)."""
+    path = Path(path)
+    return (path / WEIGHTS_FILE).is_file() and (path / CONFIG_FILE).is_file()
+
+
+def read_config(dir: PathLike) -> dict:
+    """config.json of a checkpoint directory, with errors that say which file is wrong and how."""
+    path = Path(dir) / CONFIG_FILE
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: missing; a checkpoint directory needs {CONFIG_FILE} and "
+                                f"{WEIGHTS_FILE} (written by interp.checkpoints.save_checkpoint / `interp train`)")
+    try:
+        config = json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise CheckpointError(f"{path}: not valid JSON ({err}); the file is corrupt or was edited by hand: "
+                              "restore it or re-save the checkpoint") from err
+    if not isinstance(config, dict) or not isinstance(config.get("model"), dict):
+        raise CheckpointError(f"{path}: missing field 'model' (the ModelConfig.to_dict() of the weights); "
+                              "re-save with interp.checkpoints.save_checkpoint")
+    return config
+
+
+def _model_config_from(config: dict, path: Path) -> ModelConfig:
+    try:
+        cfg = ModelConfig.from_dict(config["model"])
+        cfg.validate()
+    except (TypeError, KeyError, ValueError) as err:
+        raise CheckpointError(f"{path}: field 'model' is not a valid ModelConfig ({err}); "
+                              "fix the listed key or re-save the checkpoint") from err
+    return cfg
+
+
+def _safetensors_header(path: Path) -> dict:
+    """Parse the safetensors header by hand so a truncated file gets a clear message, not a Rust error."""
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        raw = f.read(8)
+        if len(raw) < 8:
+            raise CheckpointError(f"{path}: {size} bytes, too short to be a safetensors file (truncated); "
+                                  "re-save the checkpoint or restore it from a copy")
+        (n_header,) = struct.unpack("<Q", raw)
+        if 8 + n_header > size:
+            raise CheckpointError(f"{path}: header claims {n_header} bytes but the file has {size} "
+                                  "(truncated); re-save the checkpoint or restore it from a copy")
+        try:
+            header = json.loads(f.read(n_header))
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
+            raise CheckpointError(f"{path}: unreadable safetensors header ({err}); the file is corrupt") from err
+    header.pop("__metadata__", None)
+    end = max((t["data_offsets"][1] for t in header.values()), default=0)
+    if 8 + n_header + end > size:
+        raise CheckpointError(f"{path}: tensor data ends at byte {8 + n_header + end} but the file has "
+                              f"{size} (truncated); re-save the checkpoint or restore it from a copy")
+    return header
+
+
+def _config_field_for(tensor_name: str) -> str:
+    """Which config.json field determines a tensor's shape, for error messages."""
+    if m := re.match(r"blocks\.(\d+)\.mlp\.", tensor_name):
+        return f"model.d_mlp[{m.group(1)}]"
+    if tensor_name.startswith(("embed", "unembed")):
+        return "model.vocab_size / model.d_model"
+    return "model.d_model / model.n_heads"
+
+
+def expected_shapes(cfg: ModelConfig) -> tuple[dict[str, tuple[int, ...]], set[str]]:
+    """Tensor shapes the config implies (built on the meta device: no memory), and tied-alias names."""
+    with torch.device("meta"):
+        model = TaperedLM(cfg)
+    state = model.state_dict(keep_vars=True)
+    seen: dict[int, str] = {}
+    aliases = set()
+    for name, tensor in state.items():
+        if id(tensor) in seen:
+            aliases.update({name, seen[id(tensor)]})
+        seen.setdefault(id(tensor), name)
+    return {name: tuple(t.shape) for name, t in state.items()}, aliases
+
+
+def validate_checkpoint(dir: PathLike) -> dict:
+    """Check a checkpoint directory without loading the weights; return its config.
+
+    Raises FileNotFoundError (missing file) or CheckpointError (unparsable JSON, missing 'model'
+    field, invalid model config, truncated safetensors, unexpected/missing tensors, shape mismatch
+    against the config's widths), each naming the file, the field and the fix.
+    """
+    dir = Path(dir)
+    weights = dir / WEIGHTS_FILE
+    config = read_config(dir)
+    cfg = _model_config_from(config, dir / CONFIG_FILE)
+    if not weights.is_file():
+        raise FileNotFoundError(f"{weights}: missing; the checkpoint has {CONFIG_FILE} but no weights. "
+                                "Re-save it, or point at a directory that holds both files")
+    header = _safetensors_header(weights)
+    expected, aliases = expected_shapes(cfg)
+    unexpected = sorted(set(header) - set(expected))
+    if unexpected:
+        raise CheckpointError(f"{weights}: tensors {unexpected[:5]} are not in a TaperedLM built from "
+                              f"{dir / CONFIG_FILE} field 'model'; the weights belong to another model config")
+    missing = sorted(n for n in set(expected) - set(header) if n not in aliases)
+    if missing:
+        raise CheckpointError(f"{weights}: missing tensors {missing[:5]} required by {dir / CONFIG_FILE} "
+                              "field 'model'; the file is incomplete or from another model config")
+    for name, info in header.items():
+        if tuple(info["shape"]) != expected[name]:
+            raise CheckpointError(
+                f"{weights}: tensor {name!r} has shape {tuple(info['shape'])} but {dir / CONFIG_FILE} field "
+                f"{_config_field_for(name)} implies {expected[name]}; the config does not describe these "
+                "weights (fix the field or re-save the checkpoint)")
+    return config
+
+
+def load_checkpoint(dir: PathLike, map_location: str | torch.device = "cpu") -> tuple[TaperedLM, dict]:
+    """Validate, build a TaperedLM from config.json and load model.safetensors into it (strict)."""
+    config = validate_checkpoint(dir)
+    model = TaperedLM(_model_config_from(config, Path(dir) / CONFIG_FILE))
+    load_model(model, str(Path(dir) / WEIGHTS_FILE), strict=True, device=str(map_location))
+    model.to(map_location)
+    return model, config
+
+
+def checkpoint_metadata(dir: PathLike) -> dict[str, str]:
+    """The safetensors __metadata__ block (empty if none), without reading tensors."""
+    with safe_open(str(Path(dir) / WEIGHTS_FILE), framework="pt") as f:
+        return dict(f.metadata() or {})
+
+
+# ----------------------------------------------------------------------------------------- train state
+
+def save_train_state(dir: PathLike, state: dict) -> None:
+    """Atomically write dir/train_state.pt (model + optimizer state, step, tokens, RNG states...).
+
+    Keep `state` to tensors and plain Python values so load_train_state can use weights_only=True.
+    """
+    atomic_write(dir, {TRAIN_STATE_FILE: lambda p: torch.save(state, p)})
+
+
+def load_train_state(dir: PathLike, map_location: str | torch.device = "cpu") -> dict:
+    """Read dir/train_state.pt (tensors and plain Python only: loaded with weights_only=True)."""
+    path = Path(dir) / TRAIN_STATE_FILE
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: missing; nothing to resume from. Start the run without --resume, "
+                                "or point --out at the run directory that holds it")
+    try:
+        return torch.load(path, map_location=map_location, weights_only=True)
+    except Exception as err:  # torch raises several types for a corrupt/truncated zip
+        raise CheckpointError(f"{path}: cannot be read ({type(err).__name__}: {err}); the file is corrupt "
+                              "or truncated: delete it to restart the run from scratch") from err

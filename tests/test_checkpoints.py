@@ -1,0 +1,175 @@
+"""Checkpoint save/load/validate: round trips, crash safety, and errors that name the file and field."""
+
+import json
+import os
+
+import pytest
+import torch
+
+from interp import checkpoints
+from interp.checkpoints import (CheckpointError, is_checkpoint_dir, load_checkpoint, load_train_state,
+                                save_checkpoint, save_train_state, validate_checkpoint)
+from interp.model import ModelConfig, TaperedLM
+from interp.paths import CONFIG_FILE, TRAIN_STATE_FILE, WEIGHTS_FILE
+
+
+def make_model(seed: int = 0, **kw) -> TaperedLM:
+    torch.manual_seed(seed)
+    cfg = ModelConfig(**{"vocab_size": 64, "d_model": 16, "n_layers": 2, "n_heads": 2, "d_mlp": [48, 16],
+                         "n_ctx": 8, **kw})
+    return TaperedLM(cfg)
+
+
+def assert_same_weights(a: torch.nn.Module, b: torch.nn.Module) -> None:
+    sa, sb = a.state_dict(), b.state_dict()
+    assert sa.keys() == sb.keys()
+    for name in sa:
+        assert torch.equal(sa[name], sb[name]), name
+
+
+@pytest.mark.parametrize("tied", [False, True])
+def test_round_trip(tmp_path, tied):
+    model = make_model(tie_embeddings=tied)
+    save_checkpoint(tmp_path, model, {"label": "cosine 1.5->0.5", "step": 3})
+    assert is_checkpoint_dir(tmp_path)
+    loaded, config = load_checkpoint(tmp_path)
+    assert_same_weights(model, loaded)
+    assert config["label"] == "cosine 1.5->0.5" and config["step"] == 3
+    assert config["model"] == model.cfg.to_dict()
+    assert loaded.cfg.d_mlp == [48, 16]
+    if tied:
+        assert loaded.unembed.weight is loaded.embed.weight
+    tokens = torch.randint(0, 64, (2, 8))
+    torch.testing.assert_close(loaded(tokens), model(tokens), rtol=0, atol=0)
+    assert not list(tmp_path.glob(".*.tmp")), "temporary files left behind"
+
+
+def test_is_checkpoint_dir(tmp_path):
+    assert not is_checkpoint_dir(tmp_path)
+    (tmp_path / CONFIG_FILE).write_text("{}")
+    assert not is_checkpoint_dir(tmp_path)  # weights missing
+
+
+def test_crash_between_replaces_leaves_a_loadable_checkpoint(tmp_path, monkeypatch):
+    old, new = make_model(seed=0), make_model(seed=1)
+    save_checkpoint(tmp_path, old, {"version": "old"})
+    real_replace, calls = os.replace, []
+
+    def flaky_replace(src, dst):
+        calls.append(dst)
+        if len(calls) == 2:
+            raise OSError("simulated crash")
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(checkpoints.os, "replace", flaky_replace)
+    with pytest.raises(OSError, match="simulated crash"):
+        save_checkpoint(tmp_path, new, {"version": "new"})
+    monkeypatch.undo()
+    loaded, config = load_checkpoint(tmp_path)  # still loads
+    assert config["version"] == "old"
+    assert_same_weights(loaded, new)  # the weights file was replaced whole, never torn
+    assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_crash_while_writing_keeps_previous_checkpoint(tmp_path, monkeypatch):
+    old = make_model(seed=0)
+    save_checkpoint(tmp_path, old, {"version": "old"})
+
+    def dying_save(model, path):
+        with open(path, "wb") as f:
+            f.write(b"partial")
+        raise KeyboardInterrupt  # e.g. a second Ctrl-C mid-write
+
+    monkeypatch.setattr(checkpoints, "save_model", dying_save)
+    with pytest.raises(KeyboardInterrupt):
+        save_checkpoint(tmp_path, make_model(seed=1), {"version": "new"})
+    loaded, config = load_checkpoint(tmp_path)
+    assert config["version"] == "old"
+    assert_same_weights(loaded, old)
+    assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_save_rejects_inconsistent_model_field(tmp_path):
+    with pytest.raises(ValueError, match="config\\['model'\\]"):
+        save_checkpoint(tmp_path, make_model(), {"model": {"d_model": 3}})
+
+
+@pytest.fixture
+def saved(tmp_path):
+    save_checkpoint(tmp_path, make_model(), {})
+    return tmp_path
+
+
+def test_missing_files_are_named(saved):
+    (saved / WEIGHTS_FILE).unlink()
+    with pytest.raises(FileNotFoundError, match=WEIGHTS_FILE):
+        validate_checkpoint(saved)
+    (saved / CONFIG_FILE).unlink()
+    with pytest.raises(FileNotFoundError, match=CONFIG_FILE):
+        validate_checkpoint(saved)
+
+
+def test_unparsable_json_is_named(saved):
+    (saved / CONFIG_FILE).write_text('{"model": ')
+    with pytest.raises(CheckpointError, match=f"{CONFIG_FILE}: not valid JSON"):
+        validate_checkpoint(saved)
+
+
+def test_missing_model_field_is_named(saved):
+    (saved / CONFIG_FILE).write_text(json.dumps({"label": "uniform"}))
+    with pytest.raises(CheckpointError, match="missing field 'model'"):
+        validate_checkpoint(saved)
+
+
+def test_invalid_model_config_is_named(saved):
+    config = json.loads((saved / CONFIG_FILE).read_text())
+    del config["model"]["d_model"]
+    (saved / CONFIG_FILE).write_text(json.dumps(config))
+    with pytest.raises(CheckpointError, match="field 'model' is not a valid ModelConfig"):
+        validate_checkpoint(saved)
+
+
+def test_width_mismatch_names_tensor_and_field(saved):
+    config = json.loads((saved / CONFIG_FILE).read_text())
+    config["model"]["d_mlp"] = [48, 32]  # weights were saved with layer 1 at width 16
+    (saved / CONFIG_FILE).write_text(json.dumps(config))
+    with pytest.raises(CheckpointError, match=r"blocks\.1\.mlp\..*model\.d_mlp\[1\]"):
+        validate_checkpoint(saved)
+
+
+def test_other_model_is_rejected(saved):
+    config = json.loads((saved / CONFIG_FILE).read_text())
+    config["model"]["n_layers"], config["model"]["d_mlp"] = 3, [48, 16, 16]
+    (saved / CONFIG_FILE).write_text(json.dumps(config))
+    with pytest.raises(CheckpointError, match=r"missing tensors \['blocks\.2"):
+        validate_checkpoint(saved)
+
+
+@pytest.mark.parametrize("keep", [4, 100, -10])
+def test_truncated_weights_are_detected(saved, keep):
+    data = (saved / WEIGHTS_FILE).read_bytes()
+    (saved / WEIGHTS_FILE).write_bytes(data[:keep] if keep > 0 else data[:keep])
+    with pytest.raises(CheckpointError, match="truncated"):
+        validate_checkpoint(saved)
+    with pytest.raises(CheckpointError, match=WEIGHTS_FILE):
+        load_checkpoint(saved)
+
+
+def test_train_state_round_trip(tmp_path):
+    state = {"step": 7, "tokens": 1024, "optimizer": {"lr": 1e-3, "exp_avg": torch.arange(5.0)},
+             "rng": {"torch": torch.get_rng_state(), "python": (3, tuple(range(5)), None)}}
+    save_train_state(tmp_path, state)
+    loaded = load_train_state(tmp_path)
+    assert loaded["step"] == 7 and loaded["rng"]["python"] == (3, tuple(range(5)), None)
+    assert torch.equal(loaded["optimizer"]["exp_avg"], torch.arange(5.0))
+    assert torch.equal(loaded["rng"]["torch"], state["rng"]["torch"])
+
+
+def test_train_state_errors(tmp_path):
+    with pytest.raises(FileNotFoundError, match=TRAIN_STATE_FILE):
+        load_train_state(tmp_path)
+    save_train_state(tmp_path, {"step": 1, "w": torch.zeros(1000)})
+    path = tmp_path / TRAIN_STATE_FILE
+    path.write_bytes(path.read_bytes()[:200])
+    with pytest.raises(CheckpointError, match=f"{TRAIN_STATE_FILE}: cannot be read"):
+        load_train_state(tmp_path)
