@@ -1,0 +1,99 @@
+"""One module per experiment/figure, and the ordered registry `interp figures` walks.
+
+Each analysis module exposes:
+    NAME: str                        its registry name (= module name)
+    OUTPUTS: list[str]               files it writes under figures/ (tables *.csv, sidecars, *.png)
+    @dataclass Config                quick defaults: what `make figures` runs
+    compute(cfg, figures_dir)        runs the experiment; writes small tables under figures/
+                                     (heavy artifacts go under runs/, which git ignores)
+    render(figures_dir) -> [Path]    reads the stored tables, writes the PNGs; seconds, no model
+
+Adding an analysis is one line: append its module name to ANALYSES.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import json
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pandas as pd
+
+from interp.provenance import provenance
+
+# Order = the order `interp figures` runs and lists them (cheap first).
+ANALYSES: list[str] = [
+    "schedules",
+    "train_comparison",
+]
+
+REQUIRED_ATTRIBUTES = ("NAME", "OUTPUTS", "Config", "compute", "render")
+TABLE_SUFFIX = ".csv"
+META_SUFFIX = ".meta.json"
+
+
+def get(name: str) -> ModuleType:
+    """The analysis module registered as `name`; ValueError listing the known names otherwise."""
+    if name not in ANALYSES:
+        raise ValueError(f"unknown analysis {name!r}; registered analyses (analyses.ANALYSES): {', '.join(ANALYSES)}")
+    module = importlib.import_module(f"{__name__}.{name}")
+    check_module(module)
+    return module
+
+
+def check_module(module: ModuleType) -> None:
+    """Fail early, naming what is missing, if a module does not follow the analysis contract."""
+    missing = [a for a in REQUIRED_ATTRIBUTES if not hasattr(module, a)]
+    if missing:
+        raise TypeError(f"analysis module {module.__name__} lacks {missing}; see analyses/__init__.py for the contract")
+    if not dataclasses.is_dataclass(module.Config):
+        raise TypeError(f"{module.__name__}.Config must be a @dataclass")
+    if not module.OUTPUTS or not all(isinstance(o, str) for o in module.OUTPUTS):
+        raise TypeError(f"{module.__name__}.OUTPUTS must be a non-empty list of file names under figures/")
+
+
+def tables(module: ModuleType) -> list[str]:
+    """The outputs that render() reads: the CSV tables compute() stores."""
+    return [o for o in module.OUTPUTS if o.endswith(TABLE_SUFFIX)]
+
+
+def missing_tables(module: ModuleType, figures_dir: Path) -> list[Path]:
+    return [Path(figures_dir) / t for t in tables(module) if not (Path(figures_dir) / t).is_file()]
+
+
+def recompute_command(name: str) -> str:
+    """The shell command that (re)creates an analysis's tables; quoted in skip and error messages."""
+    return f"interp figures --only {name} --recompute"
+
+
+def write_table(df: pd.DataFrame, figures_dir: Path, filename: str, config: Any, analysis: str) -> Path:
+    """Write a result table as CSV plus a `<stem>.meta.json` sidecar (config + provenance + columns).
+
+    The sidecar says what produced the numbers, so a table under figures/ is never anonymous.
+    """
+    figures_dir = Path(figures_dir)
+    figures_dir.mkdir(parents=True, exist_ok=True)
+    path = figures_dir / filename
+    df.to_csv(path, index=False)
+    meta = {
+        "analysis": analysis,
+        "table": filename,
+        "rows": len(df),
+        "columns": list(df.columns),
+        "config": dataclasses.asdict(config) if dataclasses.is_dataclass(config) else config,
+        "provenance": provenance(),
+    }
+    meta_path = figures_dir / (Path(filename).stem + META_SUFFIX)
+    meta_path.write_text(json.dumps(meta, indent=2, default=str) + "\n")
+    return path
+
+
+def read_table(figures_dir: Path, filename: str, analysis: str) -> pd.DataFrame:
+    """Read a stored table, or say which command creates it."""
+    path = Path(figures_dir) / filename
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} not found: run `{recompute_command(analysis)}` to create it")
+    return pd.read_csv(path)

@@ -1,0 +1,126 @@
+"""Layer-group ablation (paper Figure 2): where along depth should the MLP width go?
+
+Four variants with identical parameter counts (checked before training and again in the table):
+uniform, wider-early (1.5/1.0/0.5 x d_ff over the early/middle/late thirds), wider-middle
+(0.75/1.5/0.75) and wider-late (0.5/1.0/1.5), interp.schedules.PROFILES. Same preset, data, steps
+and seeds; only the widths differ. Per variant: mean validation loss and perplexity with a 95%
+Student-t CI over seeds, and the difference from uniform paired by seed with its t-CI
+(interp.experiments.summarize; t_{0.975,2} = 4.303 for 3 seeds, computed, no scipy).
+
+    interp ablate groups --preset tiny --seeds 3          # CPU: the numbers below
+    torchrun --nproc_per_node=8 -m interp.cli.ablate groups --preset 440m --set grad_accum=1
+
+Runs: runs/groups-<preset>/<variant>/seed<k>/ (rerun = resume; see interp.experiments).
+Tables: figures/group_ablation.csv (one row per variant, with the paper's numbers) and
+figures/group_ablation_runs.csv (one row per run: widths, params, seed, steps, tokens, val loss/ppl,
+preset, data source, tokenizer hash, package versions).
+
+The `tiny` preset on CPU (all numbers ours, not the paper's): 6 layers, d_model 256, 4 heads,
+mean d_ff 1024, SwiGLU, vocab 8,192 BPE on the offline Wikipedia leads (1.13M train tokens,
+59k val tokens); 10.5M parameters in every variant. Widths per layer: uniform 1024 x 6,
+wider-early 1536/1536/1024/1024/512/512, wider-middle 768/768/1536/1536/768/768, wider-late the
+mirror of wider-early. 300 steps x 8 x 256 = 614,400 training tokens per run (~0.54 epoch),
+validation on 8 fixed batches = 16,384 tokens. 12 runs (4 variants x 3 seeds) must fit in 60 minutes
+on 2 cores: see Config.steps for the measured speed. The paper's 440M runs see ~1000x the tokens:
+compare the direction of the effects, not their size.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from analyses import read_table, write_table
+from interp.paths import REPO_ROOT
+
+NAME = "group_ablation"
+TABLE = "group_ablation.csv"
+RUNS_TABLE = "group_ablation_runs.csv"
+FIGURE = "group_ablation.png"
+OUTPUTS = [TABLE, "group_ablation.meta.json", RUNS_TABLE, "group_ablation_runs.meta.json", FIGURE]
+
+# Paper, 440M Transformer, validation perplexity (Figure 2); exact group widths were not published.
+PAPER_VAL_PPL = {"uniform": 16.28, "wider-early": 15.96, "wider-middle": 16.61, "wider-late": 17.29}
+
+
+@dataclass
+class Config:
+    preset: str = "tiny"
+    seeds: int = 3                   # seeds 0..seeds-1; the paired CI needs >= 2, the issue asks for >= 3
+    # None = the preset's steps. tiny: 300 steps = 614k tokens per run. Measured while 5 other jobs
+    # shared the 2 cores: see the module docstring and interp/experiments.py; on a quiet machine
+    # ~3,200 tokens/s (offline-assets.md) gives ~3.4 min per run incl. evals, ~41 min for 12 runs.
+    steps: int | None = None
+    root: str = "runs"               # relative paths resolve against the repo root
+    name: str | None = None          # experiment directory; default "groups-<preset>"
+    only: tuple[str, ...] = ()       # subset of variant names (e.g. to split the runs over machines)
+    overrides: dict[str, Any] = field(default_factory=dict)  # TrainConfig fields shared by every run
+
+
+def experiment(cfg: Config):
+    """The interp.experiments.Experiment this config describes (no training)."""
+    return build_experiment(cfg, "groups")
+
+
+def build_experiment(cfg: Any, kind: str):
+    """Experiment of variant set `kind` (interp.experiments.VARIANT_SETS) for a Config with preset, seeds,
+    steps, root, name, only, overrides. Shared with schedule_sweep."""
+    from interp.experiments import VARIANT_SETS, Experiment
+
+    variants = VARIANT_SETS[kind]()
+    if cfg.only:
+        known = [v.name for v in variants]
+        unknown = sorted(set(cfg.only) - set(known))
+        if unknown:
+            raise ValueError(f"only={unknown}: unknown variant(s); choose from {', '.join(known)}")
+        variants = [v for v in variants if v.name in cfg.only]
+    root = Path(cfg.root)
+    overrides = dict(cfg.overrides, **({"steps": cfg.steps} if cfg.steps is not None else {}))
+    return Experiment(name=cfg.name or f"{kind}-{cfg.preset}", preset=cfg.preset, variants=variants,
+                      seeds=list(range(cfg.seeds)), root=root if root.is_absolute() else REPO_ROOT / root,
+                      overrides=overrides)
+
+
+def with_paper(summary: pd.DataFrame, paper: dict[str, float]) -> pd.DataFrame:
+    """Add the paper's perplexity and its change vs the paper's uniform, in percent, per variant."""
+    summary = summary.copy()
+    summary["paper_val_ppl"] = summary["variant"].map(paper)
+    summary["paper_rel_val_ppl_pct"] = 100.0 * (summary["paper_val_ppl"] / paper["uniform"] - 1.0)
+    return summary
+
+
+def compute_tables(exp, cfg: Any, figures_dir: Path, name: str, table: str, runs_table: str,
+                   paper: dict[str, float], train: bool = True, data=None):
+    """Train what is missing (unless train=False), rebuild both tables from the run directories, write them.
+
+    Returns (report or None, summary). Raises ExperimentFailed after writing if any run failed.
+    """
+    from interp.experiments import ExperimentFailed, experiment_runs, run_experiment, summarize
+
+    report = run_experiment(exp, data=data) if train else None
+    runs = experiment_runs(exp)
+    summary = with_paper(summarize(runs, order=[v.name for v in exp.variants]), paper)
+    write_table(runs, figures_dir, runs_table, cfg, name)
+    write_table(summary, figures_dir, table, cfg, name)
+    if report is not None and report.failed:
+        raise ExperimentFailed(report)
+    return report, summary
+
+
+def compute(cfg: Config, figures_dir: Path, data=None):
+    """Train the missing runs, then write both tables; ExperimentFailed (after writing) if a run failed."""
+    exp = experiment(cfg)
+    return compute_tables(exp, cfg, figures_dir, NAME, TABLE, RUNS_TABLE, PAPER_VAL_PPL, data=data)
+
+
+def render(figures_dir: Path) -> list[Path]:
+    from interp.plots import save_figure
+    from interp.plots_experiments import plot_group_ablation
+
+    summary = read_table(figures_dir, TABLE, NAME)
+    runs = read_table(figures_dir, RUNS_TABLE, NAME)
+    runs = runs[runs["status"] == "done"]
+    return [save_figure(plot_group_ablation(summary, runs), Path(figures_dir) / FIGURE)]

@@ -1,0 +1,91 @@
+"""Schedule x ratio sweep (paper Table 1): which taper shape and how steep?
+
+16 variants with identical parameter counts: uniform, plus linear / cosine / sigmoid (k = 10) tapers
+for start->end in 1.25->0.75, 1.375->0.625, 1.5->0.5, 1.625->0.375, 1.75->0.25 (multiples of d_ff;
+every pair sums to 2, so the mean width is the baseline's). Same preset, data, steps and seeds.
+The figure is a heatmap of validation perplexity relative to uniform, ours beside the paper's
+440M numbers (printed in every cell). With one seed (the default) there is no CI: the change vs
+uniform of a single seed pair is a noisy estimate; run --seeds 3 where time allows (the table then
+carries t-CIs as in group_ablation).
+
+    interp sweep --preset tiny                    # 16 runs, one seed
+    interp sweep --preset tiny --seeds 3          # 48 runs
+    torchrun --nproc_per_node=8 -m interp.cli.sweep --preset 440m --set grad_accum=1
+
+Runs: runs/sweep-<preset>/<variant>/seed<k>/; the uniform run is not shared with the group ablation
+(another experiment directory), so each experiment stands alone.
+Tables: figures/schedule_sweep.csv (one row per variant, with the paper's numbers) and
+figures/schedule_sweep_runs.csv (one row per run).
+
+On the `tiny` preset (CPU, numbers ours): the model of analyses/group_ablation.py (6 layers, d_model 256,
+10.5M parameters in every variant), 300 steps x 8 x 256 = 614,400 training tokens per run; with 6
+layers the steep tapers reach 256 (0.25 x 1024) in the last layer. 16 runs at ~3.4 min (quiet 2-core
+estimate) take ~55 min.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from analyses import read_table
+from analyses.group_ablation import build_experiment, compute_tables
+
+NAME = "schedule_sweep"
+TABLE = "schedule_sweep.csv"
+RUNS_TABLE = "schedule_sweep_runs.csv"
+FIGURE = "schedule_sweep.png"
+OUTPUTS = [TABLE, "schedule_sweep.meta.json", RUNS_TABLE, "schedule_sweep_runs.meta.json", FIGURE]
+
+# Paper Table 1, 440M, validation perplexity; pairs in the order of interp.experiments.SWEEP_PAIRS.
+PAPER_UNIFORM = 16.28
+PAPER_TABLE = {
+    "cosine": (15.18, 14.59, 14.44, 14.59, 15.49),
+    "linear": (15.96, 15.80, 15.96, 15.64, 16.28),
+    "sigmoid": (16.44, 16.44, 16.12, 15.96, 17.12),
+}
+
+
+def paper_val_ppl() -> dict[str, float]:
+    """The paper's numbers keyed by our variant names ("cosine-1.5-0.5", ..., "uniform")."""
+    from interp.experiments import SWEEP_PAIRS, slug
+    from interp.schedules import WidthSpec
+
+    table = {"uniform": PAPER_UNIFORM}
+    for schedule, values in PAPER_TABLE.items():
+        for (start, end), ppl in zip(SWEEP_PAIRS, values, strict=True):
+            table[slug(WidthSpec(schedule, start, end).label)] = ppl
+    return table
+
+
+@dataclass
+class Config:
+    preset: str = "tiny"
+    seeds: int = 1
+    steps: int | None = None         # None = the preset's steps (tiny: 300 = 614k tokens per run)
+    root: str = "runs"               # relative paths resolve against the repo root
+    name: str | None = None          # experiment directory; default "sweep-<preset>"
+    only: tuple[str, ...] = ()       # subset of variant names
+    overrides: dict[str, Any] = field(default_factory=dict)
+
+
+PAPER_VAL_PPL = paper_val_ppl()
+
+
+def experiment(cfg: Config):
+    """The interp.experiments.Experiment this config describes (no training)."""
+    return build_experiment(cfg, "sweep")
+
+
+def compute(cfg: Config, figures_dir: Path, data=None):
+    """Train the missing runs, then write both tables; ExperimentFailed (after writing) if a run failed."""
+    return compute_tables(experiment(cfg), cfg, figures_dir, NAME, TABLE, RUNS_TABLE, PAPER_VAL_PPL, data=data)
+
+
+def render(figures_dir: Path) -> list[Path]:
+    from interp.plots import save_figure
+    from interp.plots_experiments import plot_schedule_sweep
+
+    summary = read_table(figures_dir, TABLE, NAME)
+    return [save_figure(plot_schedule_sweep(summary), Path(figures_dir) / FIGURE)]

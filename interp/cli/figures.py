@@ -1,0 +1,86 @@
+"""`interp figures`: re-draw every registered analysis from its stored tables (seconds), or, with
+--recompute, run each analysis's experiment first. One failing analysis never stops the others;
+the exit status is non-zero if any failed."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import traceback
+from pathlib import Path
+
+from interp.paths import FIGURES_DIR
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("figures", help="render (or --recompute) the figures under figures/",
+                                   description=__doc__)
+    parser.add_argument("--recompute", action="store_true",
+                        help="run each analysis (compute) with its quick default config, then render")
+    parser.add_argument("--only", metavar="NAME[,NAME]", default=None,
+                        help="comma-separated analyses to run (see --list); default: all")
+    parser.add_argument("--list", action="store_true", help="list the analyses and the files each writes")
+    parser.add_argument("--figures-dir", type=Path, default=FIGURES_DIR,
+                        help=f"where tables and PNGs live (default: {FIGURES_DIR})")
+    parser.set_defaults(func=run)
+
+
+def select(only: str | None) -> list[str]:
+    """Registered names to run, in registry order; ValueError naming unknown ones."""
+    import analyses
+
+    if not only:
+        return list(analyses.ANALYSES)
+    wanted = [n.strip() for n in only.split(",") if n.strip()]
+    unknown = [n for n in wanted if n not in analyses.ANALYSES]
+    if unknown:
+        raise ValueError(f"--only: unknown analysis {unknown}; choose from {', '.join(analyses.ANALYSES)}")
+    return [n for n in analyses.ANALYSES if n in wanted]
+
+
+def run_one(name: str, figures_dir: Path, recompute: bool) -> str:
+    """Compute (optionally) and render one analysis; returns 'ok' or 'skipped'. Raises on failure."""
+    import analyses
+
+    module = analyses.get(name)
+    if recompute:
+        module.compute(module.Config(), figures_dir)
+    missing = analyses.missing_tables(module, figures_dir)
+    if missing:
+        print(f"[figures] skip {name}: missing {', '.join(str(p) for p in missing)}; "
+              f"create with `{analyses.recompute_command(name)}`", file=sys.stderr, flush=True)
+        return "skipped"
+    for path in module.render(figures_dir):
+        print(f"[figures] {name}: wrote {path}", flush=True)
+    return "ok"
+
+
+def run(args: argparse.Namespace) -> int:
+    import analyses
+
+    try:
+        names = select(args.only)
+    except ValueError as err:
+        print(f"interp figures: {err}", file=sys.stderr, flush=True)
+        return 2
+    if args.list:
+        for name in names:
+            print(f"{name}: {', '.join(analyses.get(name).OUTPUTS)}")
+        return 0
+
+    figures_dir = Path(args.figures_dir)
+    status: dict[str, str] = {}
+    for name in names:
+        t0 = time.perf_counter()
+        try:
+            status[name] = run_one(name, figures_dir, args.recompute)
+        except Exception as err:  # noqa: BLE001 - one analysis failing must not stop the others
+            traceback.print_exc()
+            print(f"[figures] FAILED {name}: {type(err).__name__}: {err}", file=sys.stderr, flush=True)
+            status[name] = "FAILED"
+        print(f"[figures] {name}: {status[name]} in {time.perf_counter() - t0:.1f}s", flush=True)
+    failed = [n for n, s in status.items() if s == "FAILED"]
+    summary = ", ".join(f"{n}={s}" for n, s in status.items())
+    print(f"[figures] done: {summary}" + (f"; {len(failed)} failed" if failed else ""))
+    return 1 if failed else 0
