@@ -23,9 +23,12 @@ FIGURES_DIR = REPO_ROOT / "figures"
 def cache_dir(*parts: str) -> Path:
     """Root for derived, re-creatable data (tokenizers, token files, dequantized models).
 
-    Override with INTERP_CACHE_DIR; default `<repo>/.cache/interp` so a clean clone is self-contained.
+    Override with INTERP_CACHE_DIR; default `$XDG_CACHE_HOME/interp` (~/.cache/interp), outside the
+    repo, so fresh clones on the same machine (CI) reuse the dequantized models and token files.
+    Everything in it is rebuilt on demand if missing.
     """
-    root = Path(os.environ.get("INTERP_CACHE_DIR", REPO_ROOT / ".cache" / "interp"))
+    default = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "interp"
+    root = Path(os.environ.get("INTERP_CACHE_DIR", default))
     path = root.joinpath(*parts)
     path.mkdir(parents=True, exist_ok=True)
     return path
