@@ -188,3 +188,5 @@ class HeadwiseGatedAttention(GatedAttention):
     """Gated attention with one sigmoid gate per head (W_gate: d_model -> n_heads); hook_gate is [.., n_heads, 1]."""
 
     gate_per_head = 1
+
+import interp.memory_mixers  # noqa: E402,F401  (registers titans, titans_lmm, hope_attention; must stay last)

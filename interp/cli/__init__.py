@@ -13,7 +13,9 @@ COMMAND_MODULES = ("train", "probe", "models", "ablate", "sweep", "batch", "figu
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="interp", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="interp",
+        description="Tapered Language Models toolkit: train, probe, ablate, sweep, batch-analyse, plot.")
     subparsers = parser.add_subparsers(dest="command", required=True)
     for name in COMMAND_MODULES:
         try:
