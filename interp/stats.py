@@ -1,0 +1,255 @@
+"""Streaming reductions (baukit runningstats style): per-channel moments and histograms whose
+state does not grow with the number of values seen, so probes never keep whole activations.
+
+Both reductions keep one value per *channel* (e.g. per layer), accept a batch of values
+`[n, channels]` (or `[n]` with `channel=c` to feed one channel), skip non-finite values (counted
+in `n_nonfinite` instead of poisoning the mean), and can be saved (`state_dict`) and merged
+(`merge`) so shards of an analysis can be combined exactly later.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import torch
+from jaxtyping import Float
+from torch import Tensor
+
+__all__ = ["RunningMoments", "RunningHistogram", "DEFAULT_QUANTILES", "Z_95"]
+
+DEFAULT_QUANTILES: tuple[float, ...] = (0.05, 0.25, 0.5, 0.75, 0.95)
+Z_95 = 1.959963984540054  # two-sided 95% quantile of the standard normal
+
+
+def _as_batch(values: Tensor, channels: int, channel: int | None) -> Float[Tensor, "n c"]:
+    """Shape-check `values` and return them as float64 `[n, c]` (c = channels, or 1 for `channel=`)."""
+    values = torch.as_tensor(values)
+    if channel is not None:
+        if not 0 <= channel < channels:
+            raise ValueError(f"channel={channel} is out of range for {channels} channels")
+        if values.dim() != 1:
+            raise ValueError(f"with channel= the values must be 1-D [n], got shape {tuple(values.shape)}")
+        return values.detach().to(torch.float64).reshape(-1, 1)
+    if values.dim() == 1 and channels == 1:
+        values = values.reshape(-1, 1)
+    if values.dim() != 2 or values.shape[1] != channels:
+        raise ValueError(f"values must have shape [n, {channels}] (or [n] with channel=), "
+                         f"got {tuple(values.shape)}")
+    return values.detach().to(torch.float64)
+
+
+def _channel_slice(channel: int | None) -> slice:
+    return slice(None) if channel is None else slice(channel, channel + 1)
+
+
+class RunningMoments:
+    """Per-channel count, mean and sum of squared deviations (M2), merged with Chan et al.'s
+    parallel update in float64, so a mean over millions of tokens is exact to ~1e-12 and the
+    result does not depend on how the values were split into batches.
+
+    `var` and `std` are the sample (ddof=1) estimates; `sem = std / sqrt(n)`; `ci95()` is the
+    normal approximation mean +- 1.96 * sem, which is fine for the thousands of tokens a probe
+    averages over (it ignores correlation between tokens of one sequence, so it is optimistic).
+    """
+
+    def __init__(self, channels: int = 1):
+        if channels < 1:
+            raise ValueError(f"channels must be >= 1, got {channels}")
+        self.channels = channels
+        self.count = torch.zeros(channels, dtype=torch.float64)
+        self._mean = torch.zeros(channels, dtype=torch.float64)
+        self.m2 = torch.zeros(channels, dtype=torch.float64)
+        self.n_nonfinite = torch.zeros(channels, dtype=torch.float64)
+
+    def _to(self, device: torch.device) -> None:
+        if self.count.device != device:
+            for name in ("count", "_mean", "m2", "n_nonfinite"):
+                setattr(self, name, getattr(self, name).to(device))
+
+    def update(self, values: Float[Tensor, "n channels"] | Float[Tensor, "n"], channel: int | None = None) -> None:
+        """Add a batch; non-finite entries are counted per channel and left out of the moments."""
+        x = _as_batch(values, self.channels, channel)
+        self._to(x.device)
+        finite = torch.isfinite(x)
+        n_b = finite.sum(0).to(torch.float64)
+        x0 = torch.where(finite, x, torch.zeros((), dtype=x.dtype, device=x.device))
+        mean_b = x0.sum(0) / n_b.clamp_min(1)
+        m2_b = (torch.where(finite, x - mean_b, torch.zeros((), dtype=x.dtype, device=x.device)) ** 2).sum(0)
+        sl = _channel_slice(channel)
+        self.n_nonfinite[sl] += (~finite).sum(0).to(torch.float64)
+        self._combine(sl, n_b, mean_b, m2_b)
+
+    def _combine(self, sl: slice, n_b: Tensor, mean_b: Tensor, m2_b: Tensor) -> None:
+        """Chan et al. (1979): merge (n_b, mean_b, m2_b) into the channels selected by `sl`."""
+        n_a, mean_a, m2_a = self.count[sl], self._mean[sl], self.m2[sl]
+        n = n_a + n_b
+        safe_n = n.clamp_min(1)
+        delta = mean_b - mean_a
+        self._mean[sl] = mean_a + delta * n_b / safe_n
+        self.m2[sl] = m2_a + m2_b + delta ** 2 * n_a * n_b / safe_n
+        self.count[sl] = n
+
+    def merge(self, other: RunningMoments) -> RunningMoments:
+        """Fold another accumulator (e.g. another shard) into this one, in place; returns self."""
+        if other.channels != self.channels:
+            raise ValueError(f"cannot merge RunningMoments with {other.channels} channels into {self.channels}")
+        dev = self.count.device
+        self.n_nonfinite += other.n_nonfinite.to(dev)
+        self._combine(slice(None), other.count.to(dev), other._mean.to(dev), other.m2.to(dev))
+        return self
+
+    @property
+    def n(self) -> Tensor:
+        return self.count
+
+    @property
+    def mean(self) -> Float[Tensor, "channels"]:
+        """NaN for channels that saw no finite value."""
+        return torch.where(self.count > 0, self._mean, torch.full_like(self._mean, math.nan))
+
+    @property
+    def var(self) -> Float[Tensor, "channels"]:
+        """Sample variance (ddof=1); NaN below two values."""
+        return torch.where(self.count > 1, self.m2 / (self.count - 1).clamp_min(1), torch.full_like(self.m2, math.nan))
+
+    @property
+    def std(self) -> Float[Tensor, "channels"]:
+        return self.var.sqrt()
+
+    @property
+    def sem(self) -> Float[Tensor, "channels"]:
+        return self.std / self.count.sqrt()
+
+    def ci95(self) -> tuple[Float[Tensor, "channels"], Float[Tensor, "channels"]]:
+        """(low, high) = mean -+ 1.96 * sem: normal approximation, see the class docstring."""
+        half = Z_95 * self.sem
+        return self.mean - half, self.mean + half
+
+    def state_dict(self) -> dict[str, Tensor | int]:
+        return {"channels": self.channels, "count": self.count.cpu().clone(), "mean": self._mean.cpu().clone(),
+                "m2": self.m2.cpu().clone(), "n_nonfinite": self.n_nonfinite.cpu().clone()}
+
+    def load_state_dict(self, state: dict) -> RunningMoments:
+        if int(state["channels"]) != self.channels:
+            raise ValueError(f"state has {state['channels']} channels, this RunningMoments has {self.channels}")
+        self.count = state["count"].to(torch.float64).clone()
+        self._mean = state["mean"].to(torch.float64).clone()
+        self.m2 = state["m2"].to(torch.float64).clone()
+        self.n_nonfinite = state["n_nonfinite"].to(torch.float64).clone()
+        return self
+
+    @classmethod
+    def from_state_dict(cls, state: dict) -> RunningMoments:
+        return cls(int(state["channels"])).load_state_dict(state)
+
+
+class RunningHistogram:
+    """Per-channel counts over fixed bin edges, plus under/over-range counts, for approximate
+    quantiles in constant memory. Quantiles interpolate linearly inside the bin that holds them,
+    so their error is at most one bin width; a quantile that falls among the out-of-range values is
+    clamped to the range edge (`lo` or `hi`) — widen the range if that matters.
+
+    Default edges: 201 equal bins over [-1, 1] (cosines). Pass `edges=` for any increasing edges
+    (e.g. geometric ones for norm ratios). A value equal to the last edge goes into the last bin.
+    """
+
+    def __init__(self, channels: int = 1, lo: float = -1.0, hi: float = 1.0, bins: int = 201,
+                 edges: Sequence[float] | Tensor | None = None):
+        if channels < 1:
+            raise ValueError(f"channels must be >= 1, got {channels}")
+        if edges is None:
+            if not hi > lo or bins < 1:
+                raise ValueError(f"need hi > lo and bins >= 1, got lo={lo}, hi={hi}, bins={bins}")
+            edges = torch.linspace(lo, hi, bins + 1, dtype=torch.float64)
+        edges = torch.as_tensor(edges, dtype=torch.float64).flatten()
+        if edges.numel() < 2 or not bool((edges[1:] > edges[:-1]).all()):
+            raise ValueError("edges must be strictly increasing with at least two entries")
+        self.channels = channels
+        self.edges = edges
+        self.counts = torch.zeros(channels, edges.numel() - 1, dtype=torch.float64)
+        self.under = torch.zeros(channels, dtype=torch.float64)
+        self.over = torch.zeros(channels, dtype=torch.float64)
+        self.n_nonfinite = torch.zeros(channels, dtype=torch.float64)
+
+    @property
+    def bins(self) -> int:
+        return self.edges.numel() - 1
+
+    @property
+    def max_bin_width(self) -> float:
+        return float((self.edges[1:] - self.edges[:-1]).max())
+
+    def _to(self, device: torch.device) -> None:
+        if self.counts.device != device:
+            for name in ("edges", "counts", "under", "over", "n_nonfinite"):
+                setattr(self, name, getattr(self, name).to(device))
+
+    def update(self, values: Float[Tensor, "n channels"] | Float[Tensor, "n"], channel: int | None = None) -> None:
+        """Add a batch; non-finite entries are counted per channel and not binned."""
+        x = _as_batch(values, self.channels, channel)
+        self._to(x.device)
+        c = x.shape[1]
+        finite = torch.isfinite(x)
+        under = finite & (x < self.edges[0])
+        over = finite & (x > self.edges[-1])
+        inside = finite & ~under & ~over
+        idx = (torch.bucketize(x, self.edges, right=True) - 1).clamp(0, self.bins - 1)
+        flat = (idx + torch.arange(c, device=x.device) * self.bins)[inside]
+        binned = torch.bincount(flat, minlength=c * self.bins).to(torch.float64).reshape(c, self.bins)
+        sl = _channel_slice(channel)
+        self.counts[sl] += binned
+        self.under[sl] += under.sum(0).to(torch.float64)
+        self.over[sl] += over.sum(0).to(torch.float64)
+        self.n_nonfinite[sl] += (~finite).sum(0).to(torch.float64)
+
+    def merge(self, other: RunningHistogram) -> RunningHistogram:
+        """Add another histogram with the same edges, in place; returns self."""
+        if other.channels != self.channels or not torch.equal(other.edges.cpu(), self.edges.cpu()):
+            raise ValueError("can only merge RunningHistograms with the same channels and bin edges")
+        dev = self.counts.device
+        for name in ("counts", "under", "over", "n_nonfinite"):
+            getattr(self, name).add_(getattr(other, name).to(dev))
+        return self
+
+    @property
+    def total(self) -> Float[Tensor, "channels"]:
+        """Finite values seen per channel (in range or not)."""
+        return self.under + self.counts.sum(1) + self.over
+
+    def quantiles(self, qs: Sequence[float] = DEFAULT_QUANTILES) -> Float[Tensor, "channels n_q"]:
+        """Approximate quantiles per channel (NaN for an empty channel), see the class docstring."""
+        q = torch.as_tensor(list(qs), dtype=torch.float64, device=self.counts.device)
+        if bool(((q < 0) | (q > 1)).any()):
+            raise ValueError(f"quantiles must lie in [0, 1], got {list(qs)}")
+        total = self.total                                             # [c]
+        # a tiny floor makes q=0 land on the first non-empty bin instead of the range edge
+        target = (q[None, :] * total[:, None]).clamp_min(1e-9)         # [c, n_q]
+        cum = self.under[:, None] + self.counts.cumsum(1)              # [c, bins] count up to each bin's right edge
+        below = torch.cat([self.under[:, None], cum[:, :-1]], 1)       # count before each bin
+        # first bin whose cumulative count reaches the target
+        b = torch.searchsorted(cum.contiguous(), target.contiguous(), right=False).clamp(0, self.bins - 1)
+        cnt = self.counts.gather(1, b)
+        frac = ((target - below.gather(1, b)) / cnt.clamp_min(1e-300)).clamp(0, 1)
+        left, width = self.edges[b], (self.edges[1:] - self.edges[:-1])[b]
+        out = left + frac * width
+        out = torch.where(target <= self.under[:, None], self.edges[0].expand_as(out), out)
+        out = torch.where(target > cum[:, -1:], self.edges[-1].expand_as(out), out)
+        return torch.where(total[:, None] > 0, out, torch.full_like(out, math.nan))
+
+    def state_dict(self) -> dict[str, Tensor | int]:
+        return {"channels": self.channels, "edges": self.edges.cpu().clone(), "counts": self.counts.cpu().clone(),
+                "under": self.under.cpu().clone(), "over": self.over.cpu().clone(),
+                "n_nonfinite": self.n_nonfinite.cpu().clone()}
+
+    def load_state_dict(self, state: dict) -> RunningHistogram:
+        if int(state["channels"]) != self.channels or state["counts"].shape != self.counts.shape:
+            raise ValueError("state does not match this RunningHistogram's channels and bins")
+        self.edges = state["edges"].to(torch.float64).clone()
+        for name in ("counts", "under", "over", "n_nonfinite"):
+            setattr(self, name, state[name].to(torch.float64).clone())
+        return self
+
+    @classmethod
+    def from_state_dict(cls, state: dict) -> RunningHistogram:
+        return cls(int(state["channels"]), edges=state["edges"]).load_state_dict(state)

@@ -1,0 +1,465 @@
+"""Novelty probes: metric math, streaming, backends and the text/token contract.
+
+Fast tests use a tiny TaperedLM and are checked against an independent float64 computation from
+run_with_cache; integration tests load SmolLM2 once and compare the torch, transformer_lens and
+nnsight backends with each other and with a naive full-activation computation.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+import torch
+import torch.nn.functional as F
+
+from interp import checkpoints, pretrained, probes
+from interp.model import ModelConfig, TaperedLM
+from interp.probes import METRIC_NAMES, NoveltyAccumulator
+
+VOCAB = 64
+SITE_HOOKS = {s: f"hook_{s}" for s in probes.SITES}
+
+
+def tiny_model(seed: int = 0) -> TaperedLM:
+    torch.manual_seed(seed)
+    cfg = ModelConfig(vocab_size=VOCAB, d_model=32, n_layers=3, n_heads=4, d_mlp=[96, 64, 32], n_ctx=32)
+    return TaperedLM(cfg).eval()
+
+
+def tiny_tokens(batch: int = 2, pos: int = 16, seed: int = 1) -> torch.Tensor:
+    return torch.randint(0, VOCAB, (batch, pos), generator=torch.Generator().manual_seed(seed))
+
+
+def naive_metrics(acts: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Per-token metrics of one layer from full activations, in float64 with F.cosine_similarity."""
+    a = {k: v.double() for k, v in acts.items()}
+    cos = lambda x, y: F.cosine_similarity(x, y, dim=-1)  # noqa: E731
+    return {"rho_mlp": cos(a["mlp_out"], a["resid_pre"]),
+            "rho_mlp_mid": cos(a["mlp_out"], a["resid_mid"]),
+            "rho_block": cos(a["resid_post"] - a["resid_pre"], a["resid_pre"]),
+            "rho_attn": cos(a["attn_out"], a["resid_pre"]),
+            "norm_ratio": a["mlp_out"].norm(dim=-1) / a["resid_pre"].norm(dim=-1),
+            "block_influence": 1 - cos(a["resid_pre"], a["resid_post"])}
+
+
+def table_means(df: pd.DataFrame) -> dict[tuple[int, str], float]:
+    return {(int(r.layer), r.metric): r.mean for r in df.itertuples()}
+
+
+# --------------------------------------------------------------------------------------------------
+# Accumulator on synthetic activations
+# --------------------------------------------------------------------------------------------------
+
+def synthetic_layer(gen: torch.Generator, shape=(3, 10, 8)) -> dict[str, torch.Tensor]:
+    pre = torch.randn(shape, generator=gen)
+    attn = torch.randn(shape, generator=gen) * 0.5
+    mid = pre + attn
+    mlp = torch.randn(shape, generator=gen) * 0.5 + 0.3 * mid
+    return {"resid_pre": pre, "attn_out": attn, "resid_mid": mid, "mlp_out": mlp, "resid_post": mid + mlp}
+
+
+@pytest.mark.parametrize("derive", [False, True])
+def test_accumulator_matches_naive_per_token_math(derive):
+    gen = torch.Generator().manual_seed(0)
+    acc = NoveltyAccumulator(2, derive_attn_out=derive)
+    batches = [[synthetic_layer(gen) for _ in range(2)] for _ in range(3)]
+    mask = torch.ones(3, 10, dtype=torch.bool)
+    mask[:, 0] = False
+    for layers in batches:
+        acc.begin_batch(mask)
+        for layer, acts in enumerate(layers):
+            for site in probes.SITES:
+                if not (derive and site == "attn_out"):  # derived backends never see attn_out
+                    acc.feed(layer, site, acts[site])
+        acc.end_batch()
+    df = pd.DataFrame(acc.summary())
+    for layer in range(2):
+        naive = {m: torch.cat([naive_metrics(b[layer])[m][mask] for b in batches]) for m in METRIC_NAMES}
+        for m, values in naive.items():
+            row = df[(df.layer == layer) & (df.metric == m)].iloc[0]
+            assert row["mean"] == pytest.approx(values.mean().item(), abs=1e-6), m
+            assert row["std"] == pytest.approx(values.std().item(), abs=1e-6), m
+            assert row["n_tokens"] == 3 * 3 * 9
+            hist = acc.hists[m]
+            width = (hist.edges[1:] - hist.edges[:-1])[hist.edges[1:] > values.median()][0].item()
+            assert abs(row["q50"] - values.quantile(0.5).item()) <= width + 1e-9, m
+
+
+def test_activations_are_dropped_as_soon_as_possible_and_state_does_not_grow():
+    """Memory: at most a few activations of ONE layer alive; statistics state independent of tokens."""
+    def state_bytes(acc: NoveltyAccumulator) -> int:
+        total = 0
+        for part in ("moments", "hists"):
+            for st in acc.state_dict()[part].values():
+                total += sum(v.numel() * v.element_size() for v in st.values() if torch.is_tensor(v))
+        return total
+
+    gen = torch.Generator().manual_seed(0)
+    sizes = []
+    for n_batches in (1, 6):
+        acc = NoveltyAccumulator(4, derive_attn_out=True)
+        for _ in range(n_batches):
+            acc.begin_batch()
+            for layer in range(4):
+                acts = synthetic_layer(gen)
+                for site in ("resid_pre", "resid_mid", "mlp_out", "resid_post"):
+                    acc.feed(layer, site, acts[site])
+                assert not acc._live, "a finished layer must hold no activations"
+            acc.end_batch()
+        sizes.append(state_bytes(acc))
+        assert acc.peak_live_tensors <= 4  # pre, mid, derived attn_out / block_out, the arriving one
+    assert sizes[0] == sizes[1]
+
+
+def test_nonfinite_tokens_are_counted_and_left_out_of_the_mean():
+    gen = torch.Generator().manual_seed(0)
+    acts = synthetic_layer(gen)
+    acts["mlp_out"] = acts["mlp_out"].clone()
+    acts["mlp_out"][0, 3, 2] = float("nan")
+    acts["mlp_out"][1, 5, 0] = float("inf")
+    acts["resid_post"] = acts["resid_mid"] + acts["mlp_out"]
+    acc = NoveltyAccumulator(1, metrics=("rho_mlp", "rho_block"))
+    acc.begin_batch()
+    for site in probes.SITES:
+        acc.feed(0, site, acts[site])
+    acc.end_batch()
+    rows = {r["metric"]: r for r in acc.summary()}
+    naive = naive_metrics(acts)["rho_mlp"].flatten()
+    finite = naive[torch.isfinite(naive)]
+    assert rows["rho_mlp"]["n_nonfinite"] == 2 and rows["rho_mlp"]["n_tokens"] == 28
+    assert math.isfinite(rows["rho_mlp"]["mean"])
+    assert rows["rho_mlp"]["mean"] == pytest.approx(finite.mean().item(), abs=1e-6)
+    assert rows["rho_block"]["n_nonfinite"] == 2  # resid_post inherits the NaN/inf
+
+
+def test_missing_site_and_double_feed_are_errors():
+    gen = torch.Generator().manual_seed(0)
+    acts = synthetic_layer(gen)
+    acc = NoveltyAccumulator(2, metrics=("rho_mlp",))
+    acc.begin_batch()
+    acc.feed(0, "resid_pre", acts["resid_pre"])
+    acc.feed(0, "mlp_out", acts["mlp_out"])
+    with pytest.raises(RuntimeError, match="layer 1"):
+        acc.end_batch()
+    acc.begin_batch()
+    acc.add_values(0, "rho_mlp", torch.zeros(3, 10))
+    with pytest.raises(RuntimeError, match="twice"):
+        acc.add_values(0, "rho_mlp", torch.zeros(3, 10))
+    with pytest.raises(ValueError, match="metrics"):
+        NoveltyAccumulator(2, metrics=("rho_nope",))
+
+
+def test_merged_shards_equal_one_pass():
+    model, toks = tiny_model(), [tiny_tokens(seed=s) for s in range(3)]
+    whole = probes.accumulate(model, toks, backend="hookpoints")
+    parts = [probes.accumulate(model, [t], backend="hookpoints") for t in toks]
+    merged = NoveltyAccumulator(3).load_state_dict(parts[0].state_dict())
+    for p in parts[1:]:
+        merged.merge(p)
+    for a, b in zip(whole.summary(), merged.summary()):
+        assert a["n_tokens"] == b["n_tokens"]
+        assert a["mean"] == pytest.approx(b["mean"], abs=1e-12)
+        assert a["q50"] == pytest.approx(b["q50"], abs=1e-12)
+
+
+# --------------------------------------------------------------------------------------------------
+# Tokens and positions
+# --------------------------------------------------------------------------------------------------
+
+def test_token_batches_contract():
+    ids = list(range(100, 150))
+    batches = probes.token_batches(ids, tokens=40, seq_len=16, batch_size=1)  # 40 -> 2 sequences of 16
+    assert [b.tolist() for b in batches] == [[ids[:16]], [ids[16:32]]]
+    with_bos = torch.cat(probes.token_batches(ids, tokens=48, seq_len=16, batch_size=2, bos_id=7))
+    assert with_bos.shape == (3, 16)
+    assert with_bos[:, 0].tolist() == [7, 7, 7] and with_bos[1, 1:].tolist() == ids[15:30]
+    with pytest.raises(ValueError, match="has 50 tokens.*needs 64.*at most 48"):
+        probes.token_batches(ids, tokens=64, seq_len=16, batch_size=2)
+    with pytest.raises(ValueError, match="less than one sequence"):
+        probes.token_batches(ids, tokens=8, seq_len=16, batch_size=2)
+
+
+def test_position_mask():
+    toks = torch.zeros(2, 5, dtype=torch.long)
+    assert probes.position_mask(toks).sum() == 8 and not probes.position_mask(toks)[:, 0].any()
+    assert probes.position_mask(toks, "all").all()
+    pad = torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]])
+    assert probes.position_mask(toks, "skip_first", pad).sum().item() == 2 + 4
+    with pytest.raises(ValueError, match="positions"):
+        probes.position_mask(toks, "middle")
+
+
+# --------------------------------------------------------------------------------------------------
+# Tiny TaperedLM: every backend vs an independent computation from run_with_cache
+# --------------------------------------------------------------------------------------------------
+
+def cached_naive_table(model: TaperedLM, toks: torch.Tensor, skip_first: bool = True) -> dict:
+    names = [f"blocks.{l}.{h}" for l in range(model.cfg.n_layers) for h in SITE_HOOKS.values()]
+    with torch.no_grad():
+        _, cache = model.run_with_cache(toks, names_filter=lambda n: n in names)
+    out = {}
+    for layer in range(model.cfg.n_layers):
+        acts = {s: cache[f"blocks.{layer}.{h}"] for s, h in SITE_HOOKS.items()}
+        torch.testing.assert_close(acts["resid_mid"] + acts["mlp_out"], acts["resid_post"])
+        for m, v in naive_metrics(acts).items():
+            out[(layer, m)] = (v[:, 1:] if skip_first else v).flatten()
+    return out
+
+
+@pytest.mark.parametrize("backend", probes.BACKENDS)
+def test_tapered_lm_backends_match_run_with_cache(backend):
+    model, toks = tiny_model(), tiny_tokens()
+    df = probes.probe_model(model, [toks[:1], toks[1:]], backend=backend)
+    naive = cached_naive_table(model, toks)
+    assert len(df) == 3 * len(METRIC_NAMES)
+    for row in df.itertuples():
+        want = naive[(row.layer, row.metric)]
+        assert row.mean == pytest.approx(want.mean().item(), abs=1e-6), (row.layer, row.metric)
+        assert row.std == pytest.approx(want.std().item(), abs=1e-6)
+        assert row.n_tokens == 2 * 15 and row.n_nonfinite == 0
+        assert row.ci_low < row.mean < row.ci_high
+    hooks_left = sum(len(hp._forward_hooks) + len(hp._forward_pre_hooks) for hp in model.hook_dict.values())
+    assert hooks_left == 0, "a backend left hooks on the model"
+
+
+def test_float64_metric_math_and_padding_mask():
+    model, toks = tiny_model(), tiny_tokens()
+    pad = torch.ones_like(toks)
+    pad[1, 10:] = 0  # right padding: later positions of row 1 do not count
+    df = probes.probe_model(model, [{"input_ids": toks, "attention_mask": pad}], backend="hookpoints",
+                            dtype="float64", metrics=("rho_block",))
+    naive = cached_naive_table(model, toks)
+    for row in df.itertuples():
+        per_token = naive[(row.layer, "rho_block")].reshape(2, 15)
+        want = torch.cat([per_token[0], per_token[1, :9]])
+        assert row.n_tokens == 15 + 9
+        assert row.mean == pytest.approx(want.mean().item(), abs=1e-12)
+    assert set(df.dtype) == {"float64"}
+
+
+def test_positions_all_counts_first_token():
+    model, toks = tiny_model(), tiny_tokens()
+    df = probes.probe_model(model, [toks], backend="torch", positions="all", metrics=("rho_mlp",))
+    naive = cached_naive_table(model, toks, skip_first=False)
+    assert (df.n_tokens == 32).all()
+    assert df.iloc[0]["mean"] == pytest.approx(naive[(0, "rho_mlp")].mean().item(), abs=1e-6)
+
+
+def test_unknown_architecture_error_names_it_and_the_fix():
+    class WeirdLM(torch.nn.Module):
+        def forward(self, x):
+            return x
+
+    with pytest.raises(ValueError, match="WeirdLM.*register_site_map"):
+        probes.probe_model(WeirdLM(), [tiny_tokens()], backend="torch")
+    with pytest.raises(ValueError, match="backend"):
+        probes.probe_model(tiny_model(), [tiny_tokens()], backend="jax")
+
+
+# --------------------------------------------------------------------------------------------------
+# probe(): checkpoint dirs, text contract, table, save, CLI
+# --------------------------------------------------------------------------------------------------
+
+class CharTokenizer:
+    """Stand-in HF-style tokenizer: one id per character (mod the tiny vocab)."""
+
+    bos_token_id = 1
+
+    def encode(self, text, add_special_tokens=False):
+        assert add_special_tokens is False
+        return [2 + ord(c) % (VOCAB - 2) for c in text]
+
+
+@pytest.fixture
+def tiny_run(tmp_path):
+    run_dir = tmp_path / "runs" / "tiny"
+    checkpoints.save_checkpoint(run_dir, tiny_model(), {"data": {}})
+    text = tmp_path / "text.txt"
+    text.write_text("The quick brown fox jumps over the lazy dog. " * 3, encoding="utf-8")  # 135 chars
+    return run_dir, text
+
+
+def test_probe_on_checkpoint_dir_builds_the_tidy_table(tiny_run, tmp_path):
+    run_dir, text = tiny_run
+    df = probes.probe(str(run_dir), text=text, tokens=70, seq_len=16, batch_size=3, tokenizer=CharTokenizer(),
+                      prepend_bos=True)
+    assert set(df.metric) == set(METRIC_NAMES) and sorted(df.layer.unique()) == [0, 1, 2]
+    first = df.iloc[0]
+    assert (first.model, first.checkpoint, first.backend, first.n_layers) == ("tiny", str(run_dir), "torch", 3)
+    assert df.depth.max() == 1.0 and df.depth.min() == 0.0
+    assert (df.n_tokens == 4 * 15).all()  # 70 // 16 = 4 sequences, BOS position skipped
+    assert first.text_source == str(text) and len(first.text_sha256) == 64 and first.prepend_bos
+    ref = df[(df.layer == 2) & (df.metric == "rho_mlp")].reference.item()
+    assert ref == "cos(blocks.2.hook_mlp_out, blocks.2.hook_resid_pre)"
+    assert "torch=" in first.versions and first.mlp_out_site == "blocks.{l}.hook_mlp_out"
+    expected = ["model", "checkpoint", "layer", "n_layers", "depth", "metric", "mean", "std", "sem", "ci_low",
+                "ci_high", "q05", "q25", "q50", "q75", "q95", "n_tokens", "n_nonfinite", "reference"]
+    assert list(df.columns[:len(expected)]) == expected
+
+    paths = probes.save_table(df, tmp_path / "out" / "t.parquet", csv=True)
+    back = pd.read_parquet(paths[0])
+    pd.testing.assert_frame_equal(back, df.reset_index(drop=True))
+    assert pd.read_csv(paths[1]).shape == df.shape
+
+
+def test_too_little_text_fails_before_any_model_loads(tiny_run, monkeypatch):
+    run_dir, text = tiny_run
+
+    def no_loading(*args, **kwargs):
+        raise AssertionError("a model was loaded before the text length was checked")
+
+    monkeypatch.setattr(checkpoints, "load_checkpoint", no_loading)
+    monkeypatch.setattr(pretrained, "load_pretrained", no_loading)
+    with pytest.raises(ValueError, match="has 135 tokens.*needs 160"):
+        probes.probe(str(run_dir), text=text, tokens=160, seq_len=16, tokenizer=CharTokenizer())
+    with pytest.raises(ValueError, match="train.tokenizer"):  # no tokenizer recorded, none given
+        probes.probe(str(run_dir), text=text, tokens=32, seq_len=16)
+    with pytest.raises(FileNotFoundError, match="no such file"):
+        probes.probe(str(run_dir), text=text.with_name("missing.txt"))
+
+
+def test_checkpoint_tokenizer_is_rebuilt_from_config_and_hash_checked(tmp_path):
+    """A checkpoint's own tokenizer (config.json train.tokenizer) tokenizes the text; a hash mismatch is an error."""
+    import tokenizers
+
+    from interp import data
+
+    words = "the quick brown fox jumps over lazy dog .".split()
+    backend = tokenizers.Tokenizer(tokenizers.models.WordLevel(
+        {"<|endoftext|>": 0, "[UNK]": 1, **{w: i + 2 for i, w in enumerate(words)}}, unk_token="[UNK]"))
+    backend.pre_tokenizer = tokenizers.pre_tokenizers.Whitespace()
+    tok_file = tmp_path / "tokenizer.json"
+    backend.save(str(tok_file))
+    tok_hash = data.get_tokenizer(str(tok_file)).hash
+    run_dir = tmp_path / "run"
+    config = {"train": {"tokenizer": str(tok_file)}, "data": {"tokenizer_hash": tok_hash}}
+    checkpoints.save_checkpoint(run_dir, tiny_model(), config)
+    text = tmp_path / "t.txt"
+    text.write_text("the quick brown fox jumps over the lazy dog . " * 4, encoding="utf-8")  # 40 words
+    df = probes.probe(str(run_dir), text=text, tokens=32, seq_len=16, batch_size=2, prepend_bos=True,
+                      metrics=("rho_mlp",))
+    assert (df.n_tokens == 2 * 15).all()  # BOS = the tokenizer's separator <|endoftext|>
+    checkpoints.save_checkpoint(run_dir, tiny_model(), {**config, "data": {"tokenizer_hash": "0" * 16}})
+    with pytest.raises(ValueError, match="tokenizer_hash"):
+        probes.probe(str(run_dir), text=text, tokens=32, seq_len=16)
+
+
+def test_cli_probe_writes_table_and_prints_summary(tiny_run, tmp_path, capsys, monkeypatch):
+    from interp.cli import build_parser
+    from interp.cli import probe as cli_probe
+
+    run_dir, text = tiny_run
+    monkeypatch.setattr("interp.data.get_tokenizer", lambda name: CharTokenizer())
+    out = tmp_path / "res" / "x.parquet"
+    args = build_parser().parse_args(["probe", "--model", str(run_dir), "--text", str(text), "--tokens", "32",
+                                      "--seq-len", "16", "--batch-size", "2", "--backend", "hookpoints",
+                                      "--tokenizer", "chars", "--out", str(out), "--csv"])
+    assert cli_probe.probe_kwargs(args)["backend"] == "hookpoints"
+    assert args.func(args) == 0
+    printed = capsys.readouterr().out
+    assert "rho_mlp" in printed and "rho_block" in printed and printed.count("\n") >= 3 + 3
+    assert out.exists() and out.with_suffix(".csv").exists()
+    assert set(pd.read_parquet(out).backend) == {"hookpoints"}
+    bad = build_parser().parse_args(["probe", "--model", str(run_dir), "--text", str(text), "--backend", "jax",
+                                     "--tokenizer", "chars"])
+    assert bad.func(bad) == 2
+
+
+# --------------------------------------------------------------------------------------------------
+# Integration: SmolLM2
+# --------------------------------------------------------------------------------------------------
+
+INTEGRATION_TOKENS, INTEGRATION_SEQ = 256, 128
+
+
+@pytest.fixture(scope="module")
+def smol():
+    return pretrained.load_pretrained("smollm2-135m")
+
+
+@pytest.fixture(scope="module")
+def smol_batches(smol):
+    text, _ = probes.load_text(None)
+    ids = probes.encode_text(smol.tokenizer, text[:20_000])
+    return probes.token_batches(ids, INTEGRATION_TOKENS, INTEGRATION_SEQ, batch_size=2)
+
+
+@pytest.fixture(scope="module")
+def smol_tables(smol, smol_batches):
+    return {b: probes.probe_model(smol, smol_batches, backend=b) for b in ("torch", "transformer_lens", "nnsight")}
+
+
+@pytest.mark.integration
+def test_smollm2_backends_agree(smol_tables):
+    ref = table_means(smol_tables["torch"])
+    assert len(ref) == 30 * len(METRIC_NAMES)
+    for backend in ("transformer_lens", "nnsight"):
+        other = table_means(smol_tables[backend])
+        for key, value in ref.items():
+            assert other[key] == pytest.approx(value, abs=1e-5), (backend, key)
+    gemma_free = smol_tables["torch"].iloc[0]
+    assert gemma_free.mlp_out_site.startswith("mlp output")
+    assert "post_attention_layernorm input" in gemma_free.hook_sites
+
+
+@pytest.mark.integration
+def test_smollm2_streaming_equals_naive_full_activations(smol, smol_batches, smol_tables):
+    """Capture whole activations with hooks written here (module names, not the SiteMap) and compare."""
+    layers = smol.model.model.layers
+    values: dict[tuple[int, str], list[torch.Tensor]] = {}
+    for batch in smol_batches:
+        acts: dict[tuple[int, str], torch.Tensor] = {}
+        handles = []
+        for l, layer in enumerate(layers):
+            handles += [
+                layer.register_forward_pre_hook(lambda m, a, k, l=l: acts.__setitem__((l, "resid_pre"), a[0] if a else k["hidden_states"]), with_kwargs=True),
+                layer.post_attention_layernorm.register_forward_pre_hook(lambda m, a, l=l: acts.__setitem__((l, "resid_mid"), a[0])),
+                layer.mlp.register_forward_hook(lambda m, a, o, l=l: acts.__setitem__((l, "mlp_out"), o)),
+                layer.register_forward_hook(lambda m, a, o, l=l: acts.__setitem__((l, "resid_post"), o[0] if isinstance(o, tuple) else o)),
+            ]
+        try:
+            with torch.no_grad():
+                smol.model(batch)
+        finally:
+            for h in handles:
+                h.remove()
+        for l in range(len(layers)):
+            a = {s: acts[(l, s)] for s in ("resid_pre", "resid_mid", "mlp_out", "resid_post")}
+            torch.testing.assert_close(a["resid_mid"] + a["mlp_out"], a["resid_post"], rtol=0, atol=1e-5)
+            a["attn_out"] = a["resid_mid"] - a["resid_pre"]
+            for m, v in naive_metrics(a).items():
+                values.setdefault((l, m), []).append(v[:, 1:].flatten())
+    streamed = table_means(smol_tables["torch"])
+    for key, chunks in values.items():
+        assert streamed[key] == pytest.approx(torch.cat(chunks).mean().item(), abs=1e-5), key
+
+
+@pytest.mark.integration
+def test_smollm2_too_little_text_fails_before_loading(monkeypatch, tmp_path):
+    def no_loading(*args, **kwargs):
+        raise AssertionError("the model was loaded before the text length was checked")
+
+    monkeypatch.setattr(pretrained, "load_pretrained", no_loading)
+    short = tmp_path / "short.txt"
+    short.write_text("Only a few words here.", encoding="utf-8")
+    with pytest.raises(ValueError, match="the text has \\d+ tokens"):
+        probes.probe("smollm2-135m", text=short, tokens=256, seq_len=128)
+
+
+@pytest.mark.integration
+def test_gemma3_mlp_out_is_the_post_feedforward_norm_output_in_every_backend():
+    """Gemma3's sandwich norms: the SiteMap's mlp_out (post_feedforward_layernorm output) must equal
+    TransformerLens's hook_mlp_out, and the derived attn_out its hook_attn_out."""
+    if not pretrained.REGISTRY["gemma3-270m"].installed():
+        pytest.skip("gemma3-270m is not installed: " + pretrained.REGISTRY["gemma3-270m"].pip_command)
+    lm = pretrained.load_pretrained("gemma3-270m")
+    text, _ = probes.load_text(None)
+    batches = probes.token_batches(probes.encode_text(lm.tokenizer, text[:5_000]), 128, 64, batch_size=2)
+    tables = {b: probes.probe_model(lm, batches, backend=b) for b in ("torch", "transformer_lens")}
+    ref, other = table_means(tables["torch"]), table_means(tables["transformer_lens"])
+    assert len(ref) == 18 * len(METRIC_NAMES)
+    for key, value in ref.items():
+        assert other[key] == pytest.approx(value, abs=1e-5), key
+    assert tables["torch"].iloc[0].mlp_out_site.startswith("post_feedforward_layernorm output")
