@@ -7,6 +7,10 @@ Each analysis module exposes:
     compute(cfg, figures_dir)        runs the experiment; writes small tables under figures/
                                      (heavy artifacts go under runs/, which git ignores)
     render(figures_dir) -> [Path]    reads the stored tables, writes the PNGs; seconds, no model
+    HEAVY: bool (optional)           True for experiments that take tens of minutes to hours on 2 CPU
+                                     cores (many training runs): `interp figures --recompute` re-renders
+                                     them from their stored tables instead of retraining, unless they are
+                                     named with --only or --all is given
 
 Adding an analysis is one line: append its module name to ANALYSES.
 """
@@ -28,6 +32,8 @@ from interp.provenance import provenance
 ANALYSES: list[str] = [
     "schedules",
     "train_comparison",
+    "group_ablation",
+    "schedule_sweep",
 ]
 
 REQUIRED_ATTRIBUTES = ("NAME", "OUTPUTS", "Config", "compute", "render")
@@ -53,6 +59,11 @@ def check_module(module: ModuleType) -> None:
         raise TypeError(f"{module.__name__}.Config must be a @dataclass")
     if not module.OUTPUTS or not all(isinstance(o, str) for o in module.OUTPUTS):
         raise TypeError(f"{module.__name__}.OUTPUTS must be a non-empty list of file names under figures/")
+
+
+def is_heavy(module: ModuleType) -> bool:
+    """Whether a plain `--recompute` should leave this analysis's stored tables alone (see HEAVY)."""
+    return bool(getattr(module, "HEAVY", False))
 
 
 def tables(module: ModuleType) -> list[str]:

@@ -16,13 +16,21 @@ figures/group_ablation_runs.csv (one row per run: widths, params, seed, steps, t
 preset, data source, tokenizer hash, package versions).
 
 The `tiny` preset on CPU (all numbers ours, not the paper's): 6 layers, d_model 256, 4 heads,
-mean d_ff 1024, SwiGLU, vocab 8,192 BPE on the offline Wikipedia leads (1.13M train tokens,
-59k val tokens); 10.5M parameters in every variant. Widths per layer: uniform 1024 x 6,
-wider-early 1536/1536/1024/1024/512/512, wider-middle 768/768/1536/1536/768/768, wider-late the
-mirror of wider-early. 300 steps x 8 x 256 = 614,400 training tokens per run (~0.54 epoch),
-validation on 8 fixed batches = 16,384 tokens. 12 runs (4 variants x 3 seeds) must fit in 60 minutes
-on 2 cores: see Config.steps for the measured speed. The paper's 440M runs see ~1000x the tokens:
-compare the direction of the effects, not their size.
+mean d_ff 1024, SwiGLU, RoPE, untied embeddings, vocab 8,192 BPE trained on the offline Wikipedia
+leads (1,128,334 train / 59,434 val tokens); 10,489,088 parameters in every variant. Widths per layer:
+uniform 1024 x 6, wider-early 1536/1536/1024/1024/512/512, wider-middle 768/768/1536/1536/768/768,
+wider-late 512/512/1024/1024/1536/1536. Steps are the preset's (250 when this was written:
+250 x 8 sequences x 256 = 512,000 training tokens per run, ~0.45 epoch; `--dry-run` prints the
+current numbers); validation on the first 8 fixed batches of the val split (16,384 tokens).
+
+Time budget (12 runs in under 60 min on 2 cores = 5 min per run): a 40-step run of this model
+measured 110-160 tokens/s while 5 other jobs shared the 2 cores (load average 7-10), a lower bound
+that says nothing about a quiet machine. Expected on 2 idle cores: ~2,600 tokens/s (offline-assets.md
+measured ~3,200 for a 6.9M GELU/tied-embedding model of the same shape; ours, SwiGLU and untied, costs
+~1.2x the FLOPs per token), i.e. ~3.3 min of training + ~10 s of evals per run, ~42 min for 12 runs.
+If the machine is busy, `--set dtype=bf16` (autocast; ~3x faster on these CPUs per the preset notes)
+or `--steps N` (with its own `--name`, since the runs differ) keep it inside the hour.
+The paper's 440M runs see ~10^4 x more tokens: compare the direction of the effects, not their size.
 """
 
 from __future__ import annotations
@@ -37,6 +45,7 @@ from analyses import read_table, write_table
 from interp.paths import REPO_ROOT
 
 NAME = "group_ablation"
+HEAVY = True  # many training runs: `interp figures --recompute` re-renders unless named with --only
 TABLE = "group_ablation.csv"
 RUNS_TABLE = "group_ablation_runs.csv"
 FIGURE = "group_ablation.png"
@@ -50,9 +59,7 @@ PAPER_VAL_PPL = {"uniform": 16.28, "wider-early": 15.96, "wider-middle": 16.61, 
 class Config:
     preset: str = "tiny"
     seeds: int = 3                   # seeds 0..seeds-1; the paired CI needs >= 2, the issue asks for >= 3
-    # None = the preset's steps. tiny: 300 steps = 614k tokens per run. Measured while 5 other jobs
-    # shared the 2 cores: see the module docstring and interp/experiments.py; on a quiet machine
-    # ~3,200 tokens/s (offline-assets.md) gives ~3.4 min per run incl. evals, ~41 min for 12 runs.
+    # None = the preset's steps (tiny: 250 = 512k tokens per run, ~3.5 min on 2 quiet cores; see above).
     steps: int | None = None
     root: str = "runs"               # relative paths resolve against the repo root
     name: str | None = None          # experiment directory; default "groups-<preset>"

@@ -18,9 +18,9 @@ Tables: figures/schedule_sweep.csv (one row per variant, with the paper's number
 figures/schedule_sweep_runs.csv (one row per run).
 
 On the `tiny` preset (CPU, numbers ours): the model of analyses/group_ablation.py (6 layers, d_model 256,
-10.5M parameters in every variant), 300 steps x 8 x 256 = 614,400 training tokens per run; with 6
-layers the steep tapers reach 256 (0.25 x 1024) in the last layer. 16 runs at ~3.4 min (quiet 2-core
-estimate) take ~55 min.
+10,489,088 parameters in every variant), the preset's steps (250 x 8 x 256 = 512,000 training tokens
+per run when written); with 6 layers the steepest tapers run from 1792 to 256 (1.75 and 0.25 x 1024).
+16 runs at ~3.5 min (quiet 2-core estimate, see group_ablation) take ~55 min.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from analyses import read_table
 from analyses.group_ablation import build_experiment, compute_tables
 
 NAME = "schedule_sweep"
+HEAVY = True  # many training runs: `interp figures --recompute` re-renders unless named with --only
 TABLE = "schedule_sweep.csv"
 RUNS_TABLE = "schedule_sweep_runs.csv"
 FIGURE = "schedule_sweep.png"
@@ -63,7 +64,7 @@ def paper_val_ppl() -> dict[str, float]:
 class Config:
     preset: str = "tiny"
     seeds: int = 1
-    steps: int | None = None         # None = the preset's steps (tiny: 300 = 614k tokens per run)
+    steps: int | None = None         # None = the preset's steps (tiny: 250 = 512k tokens per run)
     root: str = "runs"               # relative paths resolve against the repo root
     name: str | None = None          # experiment directory; default "sweep-<preset>"
     only: tuple[str, ...] = ()       # subset of variant names

@@ -18,6 +18,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                    description=__doc__)
     parser.add_argument("--recompute", action="store_true",
                         help="run each analysis (compute) with its quick default config, then render")
+    parser.add_argument("--all", action="store_true",
+                        help="with --recompute, also recompute HEAVY analyses (many training runs; hours on a CPU)")
     parser.add_argument("--only", metavar="NAME[,NAME]", default=None,
                         help="comma-separated analyses to run (see --list); default: all")
     parser.add_argument("--list", action="store_true", help="list the analyses and the files each writes")
@@ -39,12 +41,18 @@ def select(only: str | None) -> list[str]:
     return [n for n in analyses.ANALYSES if n in wanted]
 
 
-def run_one(name: str, figures_dir: Path, recompute: bool) -> str:
-    """Compute (optionally) and render one analysis; returns 'ok' or 'skipped'. Raises on failure."""
+def run_one(name: str, figures_dir: Path, recompute: bool, include_heavy: bool = True) -> str:
+    """Compute (optionally) and render one analysis; returns 'ok' or 'skipped'. Raises on failure.
+
+    A HEAVY analysis is only recomputed when `include_heavy`; otherwise it is re-rendered from its tables.
+    """
     import analyses
 
     module = analyses.get(name)
-    if recompute:
+    if recompute and analyses.is_heavy(module) and not include_heavy:
+        print(f"[figures] {name} is HEAVY: re-rendering its stored tables; recompute it with "
+              f"`{analyses.recompute_command(name)}` (or --recompute --all)", file=sys.stderr, flush=True)
+    elif recompute:
         module.compute(module.Config(), figures_dir)
     missing = analyses.missing_tables(module, figures_dir)
     if missing:
@@ -66,7 +74,9 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if args.list:
         for name in names:
-            print(f"{name}: {', '.join(analyses.get(name).OUTPUTS)}")
+            module = analyses.get(name)
+            heavy = " [HEAVY]" if analyses.is_heavy(module) else ""
+            print(f"{name}{heavy}: {', '.join(module.OUTPUTS)}")
         return 0
 
     figures_dir = Path(args.figures_dir)
@@ -74,7 +84,8 @@ def run(args: argparse.Namespace) -> int:
     for name in names:
         t0 = time.perf_counter()
         try:
-            status[name] = run_one(name, figures_dir, args.recompute)
+            status[name] = run_one(name, figures_dir, args.recompute,
+                                   include_heavy=bool(args.all or args.only))
         except Exception as err:  # noqa: BLE001 - one analysis failing must not stop the others
             traceback.print_exc()
             print(f"[figures] FAILED {name}: {type(err).__name__}: {err}", file=sys.stderr, flush=True)

@@ -1,0 +1,514 @@
+"""Multi-run training experiments (the paper's Figure 2 and Table 1) as single resumable commands.
+
+An `Experiment` is a set of width variants x seeds trained from one preset with the same data,
+steps and everything else; only `TrainConfig.width` and `seed` differ between its runs. Each run
+lives in its own directory, which is the only state there is:
+
+    <root>/<experiment>/<variant>/seed<k>/   config.json, log.jsonl, model.safetensors,
+                                             train_state.pt, result.json (interp.train), error.txt (here)
+
+Why directories and no database: rerunning the command skips runs whose result.json says "done"
+(without even constructing a Trainer), resumes interrupted ones (TrainConfig.resume=True), and
+retries failed ones; the summary tables are rebuilt from the directories by `collect(root)`, so a
+table can never disagree with the runs it describes, and runs from several machines can be merged
+by copying directories.
+
+Runs go seed-major (every variant of seed 0, then seed 1, ...), so an experiment stopped half-way
+already holds complete paired comparisons. A run that raises writes its traceback to error.txt and
+the others go on; a SIGINT/SIGTERM (the Trainer saves and returns "interrupted") stops the whole
+experiment, because the user asked to stop.
+
+Statistics over seeds (`mean_ci`, `summarize`) use Student-t intervals: with 3 seeds the normal
+1.96 would understate the interval by a factor of 2.2 (t_{0.975, 2} = 4.303). scipy is not a
+dependency, so `t_quantile` inverts the t CDF itself (regularised incomplete beta by continued
+fraction, then bisection); tests check it against a printed t-table.
+
+Under torchrun every rank runs the same loop and each run is a DDP run; only rank 0 writes files and
+prints. A run that raises on one rank only would leave the others waiting in a collective: the
+failure handling here is meant for the single-process case and for errors every rank hits alike
+(a bad config, missing data).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import re
+import time
+import traceback
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+
+from interp.paths import CONFIG_FILE, RESULT_FILE
+from interp.schedules import PROFILES, WidthSpec
+
+if TYPE_CHECKING:  # imported lazily at run time: `interp --help` and plots must not load torch
+    from interp.data import TokenData
+    from interp.train import TrainConfig
+
+ERROR_FILE = "error.txt"
+BASELINE = "uniform"
+SEED_DIR = re.compile(r"seed(\d+)")
+
+# Paper Table 1: the five start->end pairs (each sums to 2, so the mean width is the baseline's).
+SWEEP_SCHEDULES = ("cosine", "linear", "sigmoid")
+SWEEP_PAIRS = ((1.25, 0.75), (1.375, 0.625), (1.5, 0.5), (1.625, 0.375), (1.75, 0.25))
+
+# Set by the experiment per run, so not allowed in Experiment.overrides.
+RESERVED_OVERRIDES = {"width", "schedule", "start", "end", "profile", "seed", "out_dir", "resume", "preset"}
+
+# Statuses of one run in a Report; collect() uses the first four plus "incomplete".
+DONE, SKIPPED, FAILED, INTERRUPTED, NOT_RUN = "done", "skipped", "failed", "interrupted", "not run"
+
+
+# ------------------------------------------------------------------------------------------ variants
+
+@dataclass(frozen=True)
+class Variant:
+    """One width configuration of an experiment; `name` is its directory and its key in tables."""
+
+    name: str
+    width: WidthSpec
+
+    @property
+    def label(self) -> str:
+        return self.width.label
+
+
+def slug(label: str) -> str:
+    """Directory-safe form of a WidthSpec label: "cosine 1.5->0.5" -> "cosine-1.5-0.5"."""
+    return re.sub(r"[^a-z0-9.]+", "-", label.lower()).strip("-")
+
+
+def variant(width: WidthSpec) -> Variant:
+    return Variant(slug(width.label), width)
+
+
+def group_variants() -> list[Variant]:
+    """Paper Figure 2: uniform, wider-early, wider-middle, wider-late (interp.schedules.PROFILES)."""
+    return [variant(WidthSpec() if name == BASELINE else WidthSpec("profile", profile=name)) for name in PROFILES]
+
+
+def sweep_variants() -> list[Variant]:
+    """Paper Table 1: uniform plus cosine, linear, sigmoid x the five start->end pairs (16 variants)."""
+    return [variant(WidthSpec())] + [variant(WidthSpec(schedule, start, end))
+                                     for schedule in SWEEP_SCHEDULES for start, end in SWEEP_PAIRS]
+
+
+VARIANT_SETS: dict[str, Callable[[], list[Variant]]] = {"groups": group_variants, "sweep": sweep_variants}
+
+
+# ---------------------------------------------------------------------------------------- experiment
+
+@dataclass
+class Experiment:
+    """Variants x seeds from one preset; `overrides` are TrainConfig fields shared by every run."""
+
+    name: str                                   # directory under root, e.g. "groups-tiny"
+    preset: str
+    variants: list[Variant]
+    seeds: list[int]
+    root: str | Path = "runs"
+    overrides: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.variants or not self.seeds:
+            raise ValueError(f"Experiment {self.name!r}: needs at least one variant and one seed "
+                             f"(got {len(self.variants)} variants, seeds {self.seeds})")
+        names = [v.name for v in self.variants]
+        if len(set(names)) != len(names) or len(set(self.seeds)) != len(self.seeds):
+            raise ValueError(f"Experiment {self.name!r}: variant names {names} and seeds {self.seeds} must be unique")
+        reserved = sorted(RESERVED_OVERRIDES & set(self.overrides))
+        if reserved:
+            raise ValueError(f"Experiment.overrides may not set {reserved}: the experiment sets them per run "
+                             "(width granularity and sigmoid steepness may be set: multiple, k)")
+
+    @property
+    def dir(self) -> Path:
+        return Path(self.root) / self.name
+
+    def run_dir(self, v: Variant, seed: int) -> Path:
+        return self.dir / v.name / f"seed{seed}"
+
+    def configs(self) -> list[tuple[Variant, int, TrainConfig]]:
+        """(variant, seed, TrainConfig) per run, seed-major, each validated and set to resume.
+
+        `multiple` / `k` in overrides apply to every variant's WidthSpec (e.g. multiple=128 on a GPU).
+        """
+        from interp.train import TrainConfig
+
+        shared = {k: v for k, v in self.overrides.items() if k not in ("multiple", "k")}
+        width_kw = {k: v for k, v in self.overrides.items() if k in ("multiple", "k")}
+        runs = []
+        for seed in self.seeds:
+            for v in self.variants:
+                width = dataclasses.replace(v.width, **width_kw)
+                cfg = TrainConfig.from_preset(self.preset, **shared, width=width, seed=seed,
+                                              out_dir=str(self.run_dir(v, seed)), resume=True)
+                cfg.validate()
+                runs.append((v, seed, cfg))
+        return runs
+
+
+def check_equal_params(configs: Iterable[TrainConfig]) -> int:
+    """Total parameters of every config's model (at its configured vocabulary); ValueError unless all equal.
+
+    Only the MLP widths differ between variants, so this holds whatever vocabulary the tokenizer ends
+    up with; `summarize` re-checks the counts the runs actually recorded.
+    """
+    from interp.model import param_counts
+
+    counts = [(cfg.width.label, param_counts(cfg.model_config(cfg.vocab_size))["total"]) for cfg in configs]
+    if len({n for _, n in counts}) != 1:
+        raise ValueError(f"variants differ in parameter count {dict(counts)}: a width variant must keep the "
+                         "mean MLP width (check WidthSpec.multiple against d_ff and n_layers)")
+    return counts[0][1]
+
+
+# ------------------------------------------------------------------------------------------- running
+
+@dataclass
+class RunStatus:
+    variant: str
+    seed: int
+    run_dir: Path
+    status: str                 # done | skipped | failed | interrupted | not run
+    seconds: float = 0.0
+    error: str | None = None
+
+
+@dataclass
+class Report:
+    """What one `run_experiment` call did; `exit_code` is what a CLI should return."""
+
+    experiment: str
+    params: int                 # per run (equal in all): from result.json once a run has one
+    runs: list[RunStatus]
+
+    @property
+    def failed(self) -> list[RunStatus]:
+        return [r for r in self.runs if r.status == FAILED]
+
+    @property
+    def interrupted(self) -> bool:
+        return any(r.status == INTERRUPTED for r in self.runs)
+
+    @property
+    def exit_code(self) -> int:
+        return 130 if self.interrupted else (1 if self.failed else 0)
+
+    def table(self) -> pd.DataFrame:
+        return pd.DataFrame([{"variant": r.variant, "seed": r.seed, "status": r.status,
+                              "seconds": round(r.seconds, 1), "error": r.error or ""} for r in self.runs])
+
+    def summary(self) -> str:
+        counts = self.table()["status"].value_counts().to_dict()
+        lines = [f"[{self.experiment}] {len(self.runs)} runs, {self.params:,} params each: "
+                 + ", ".join(f"{n} {s}" for s, n in counts.items())]
+        lines += [f"  FAILED {r.variant} seed{r.seed}: {r.error} (traceback: {r.run_dir / ERROR_FILE})"
+                  for r in self.failed]
+        if self.interrupted:
+            lines.append("  interrupted: rerun the same command to resume")
+        return "\n".join(lines)
+
+
+def is_main_rank() -> bool:
+    return int(os.environ.get("RANK", "0")) == 0
+
+
+def _read_json(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text()) if path.is_file() else None
+    except json.JSONDecodeError:
+        return None  # a torn file from a killed process: treat the run as unfinished
+
+
+def is_done(run_dir: Path, cfg: TrainConfig) -> bool:
+    """True if run_dir holds a finished run of exactly this config (runtime fields aside).
+
+    A finished run of a *different* config is not done: the Trainer then refuses it with a message
+    naming the differing fields, and the run is reported as failed rather than silently reused.
+    """
+    from interp.train import config_diff
+
+    result, config = _read_json(run_dir / RESULT_FILE), _read_json(run_dir / CONFIG_FILE)
+    return bool(result and config and result.get("status") == DONE
+                and not config_diff(config.get("train", {}), cfg))
+
+
+class _DataCache:
+    """Token data per (source, tokenizer, vocab_size, val_fraction), loaded on first need: every run of an
+    experiment shares one TokenData, and an all-skipped rerun never touches the corpus."""
+
+    def __init__(self, data: TokenData | None = None):
+        self.fixed, self.loaded = data, {}
+
+    def __call__(self, cfg: TrainConfig) -> TokenData:
+        if self.fixed is not None:
+            return self.fixed
+        key = (cfg.source, cfg.tokenizer, cfg.vocab_size, cfg.val_fraction)
+        if key not in self.loaded:
+            from interp.data import prepare_tokens
+
+            self.loaded[key] = prepare_tokens(*key)
+        return self.loaded[key]
+
+
+def run_experiment(exp: Experiment, data: TokenData | None = None, log: Callable[[str], None] | None = print) -> Report:
+    """Train every run of `exp` that is not finished yet; never raises for a single run's failure.
+
+    `data` (an interp.data.TokenData) is passed to every Trainer when given (tests, notebooks);
+    otherwise it is prepared once from the runs' config.
+    """
+    from interp.train import Trainer
+
+    configs = exp.configs()
+    params = check_equal_params(cfg for _, _, cfg in configs)  # pre-flight, at the configured vocabulary
+    main = is_main_rank()
+    say = log if (log and main) else (lambda _msg: None)
+    get_data = _DataCache(data)
+    statuses: list[RunStatus] = []
+    stop = False
+    for i, (v, seed, cfg) in enumerate(configs, 1):
+        run_dir = Path(cfg.out_dir)
+        if stop:
+            statuses.append(RunStatus(v.name, seed, run_dir, NOT_RUN))
+            continue
+        if is_done(run_dir, cfg):
+            if main:
+                (run_dir / ERROR_FILE).unlink(missing_ok=True)  # left by a rerun with another config
+            statuses.append(RunStatus(v.name, seed, run_dir, SKIPPED))
+            params = (_read_json(run_dir / RESULT_FILE) or {}).get("params", params)
+            say(f"[{exp.name} {i}/{len(configs)}] {v.name} seed{seed}: done already, skipped")
+            continue
+        say(f"[{exp.name} {i}/{len(configs)}] {v.name} seed{seed}: training -> {run_dir}")
+        t0 = time.perf_counter()
+        try:
+            result = Trainer(cfg, data=get_data(cfg)).run()
+        except Exception as err:  # noqa: BLE001 - one failed run must not stop the others
+            message = f"{type(err).__name__}: {err}"
+            if main:
+                run_dir.mkdir(parents=True, exist_ok=True)
+                (run_dir / ERROR_FILE).write_text(traceback.format_exc())
+            statuses.append(RunStatus(v.name, seed, run_dir, FAILED, time.perf_counter() - t0, message))
+            say(f"[{exp.name}] FAILED {v.name} seed{seed}: {message}")
+            continue
+        status = DONE if result.get("status") == DONE else INTERRUPTED
+        params = result.get("params", params)  # the real count, at the tokenizer's vocabulary
+        if main:
+            (run_dir / ERROR_FILE).unlink(missing_ok=True)  # an earlier failure is fixed now
+        statuses.append(RunStatus(v.name, seed, run_dir, status, time.perf_counter() - t0,
+                                  result.get("reason")))
+        say(f"[{exp.name}] {v.name} seed{seed}: {status}, val_ppl {result.get('val_ppl')}")
+        stop = status == INTERRUPTED
+    return Report(exp.name, params, statuses)
+
+
+# ------------------------------------------------------------------------------------------- collect
+
+RUN_COLUMNS = ["experiment", "variant", "label", "seed", "status", "schedule", "start", "end", "profile",
+               "widths", "params", "steps", "tokens", "val_loss", "val_ppl", "train_loss", "elapsed_s",
+               "tokens_per_s", "preset", "source", "tokenizer", "tokenizer_hash", "source_hash", "versions",
+               "git_commit", "run_dir", "error"]
+
+
+def find_run_dirs(root: Path) -> list[Path]:
+    """Directories named seed<k> under root (or root itself) holding a config, result or error file."""
+    root = Path(root)
+    candidates = [root, *root.rglob("seed*")] if root.is_dir() else []
+    return sorted(p for p in candidates if p.is_dir() and SEED_DIR.fullmatch(p.name)
+                  and any((p / f).is_file() for f in (CONFIG_FILE, RESULT_FILE, ERROR_FILE)))
+
+
+def read_run(run_dir: Path) -> dict:
+    """One run directory -> one row of RUN_COLUMNS (status "incomplete" while it trains or was killed)."""
+    run_dir = Path(run_dir)
+    config = _read_json(run_dir / CONFIG_FILE) or {}
+    result = _read_json(run_dir / RESULT_FILE) or {}
+    train, data = config.get("train", {}), config.get("data", {})
+    width = train.get("width", {})
+    error_path = run_dir / ERROR_FILE
+    if result.get("status") == DONE:
+        status = DONE
+    elif error_path.is_file():
+        status = FAILED
+    else:
+        status = result.get("status") or "incomplete"
+    error = ""
+    if status == FAILED:
+        lines = [ln for ln in error_path.read_text().splitlines() if ln.strip()]
+        error = lines[-1] if lines else "see error.txt"
+    packages = config.get("provenance", {}).get("packages", {})
+    widths = result.get("widths") or config.get("widths")
+    params = result.get("params", config.get("params", {}).get("total"))
+    return {
+        "experiment": run_dir.parent.parent.name, "variant": run_dir.parent.name,
+        "label": result.get("label") or config.get("label") or run_dir.parent.name,
+        "seed": int(train.get("seed", SEED_DIR.fullmatch(run_dir.name).group(1))), "status": status,
+        "schedule": width.get("schedule"), "start": width.get("start"), "end": width.get("end"),
+        "profile": width.get("profile"), "widths": "/".join(map(str, widths)) if widths else None,
+        "params": params, "steps": result.get("step", train.get("steps")), "tokens": result.get("tokens"),
+        "val_loss": result.get("val_loss"), "val_ppl": result.get("val_ppl"),
+        "train_loss": result.get("train_loss"), "elapsed_s": result.get("elapsed_s"),
+        "tokens_per_s": result.get("tokens_per_s"), "preset": train.get("preset"), "source": data.get("source"),
+        "tokenizer": data.get("tokenizer"), "tokenizer_hash": data.get("tokenizer_hash"),
+        "source_hash": data.get("source_hash"),
+        "versions": ";".join(f"{k}={v}" for k, v in packages.items()) or None,
+        "git_commit": config.get("provenance", {}).get("git_commit"), "run_dir": str(run_dir), "error": error,
+    }
+
+
+def collect(root: str | Path) -> pd.DataFrame:
+    """Every run under root as one row (RUN_COLUMNS), sorted by experiment, variant, seed.
+
+    Reads only config.json / result.json / error.txt, so it is instant and works while runs train.
+    """
+    rows = [read_run(d) for d in find_run_dirs(Path(root))]
+    df = pd.DataFrame(rows, columns=RUN_COLUMNS)
+    return df.sort_values(["experiment", "variant", "seed"], ignore_index=True)
+
+
+def experiment_runs(exp: Experiment) -> pd.DataFrame:
+    """collect(exp.dir) restricted to exp's variants and seeds, in exp's variant order.
+
+    A finished run whose stored config differs from what `exp` would train now (e.g. other --steps
+    into the same directory) is marked "stale" so it never enters the statistics of this experiment.
+    """
+    df = collect(exp.dir)
+    wanted = {(v.name, seed): cfg for v, seed, cfg in exp.configs()}
+    df = df[np.array([(v, s) in wanted for v, s in zip(df["variant"], df["seed"])], dtype=bool)].copy()
+    stale = np.array([status == DONE and not is_done(Path(d), wanted[(v, s)])
+                      for status, d, v, s in zip(df["status"], df["run_dir"], df["variant"], df["seed"])], dtype=bool)
+    df.loc[stale, "status"] = "stale"
+    order = {v.name: i for i, v in enumerate(exp.variants)}
+    return df.sort_values(["variant", "seed"], key=lambda c: c.map(order) if c.name == "variant" else c,
+                          ignore_index=True)
+
+
+class ExperimentFailed(RuntimeError):
+    """Raised after an experiment's tables were written, if some of its runs failed; carries the Report."""
+
+    def __init__(self, report: Report):
+        super().__init__(report.summary())
+        self.report = report
+
+
+# ---------------------------------------------------------------------------------------- statistics
+
+def _betacf(a: float, b: float, x: float) -> float:
+    """Continued fraction of the regularised incomplete beta (modified Lentz; Numerical Recipes 6.4)."""
+    tiny, qab, qap, qam = 1e-300, a + b, a + 1.0, a - 1.0
+    c, d = 1.0, 1.0 - qab * x / qap
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 300):
+        m2 = 2 * m
+        for num in (m * (b - m) * x / ((qam + m2) * (a + m2)), -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))):
+            d = 1.0 + num * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + num / c
+            c = c if abs(c) > tiny else tiny
+            h *= d * c
+        if abs(d * c - 1.0) < 1e-15:
+            break
+    return h
+
+
+def _betainc(a: float, b: float, x: float) -> float:
+    """Regularised incomplete beta I_x(a, b) for 0 <= x <= 1."""
+    if x <= 0.0 or x >= 1.0:
+        return float(x >= 1.0)
+    log_front = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
+    if x < (a + 1.0) / (a + b + 2.0):
+        return math.exp(log_front) * _betacf(a, b, x) / a
+    return 1.0 - math.exp(log_front) * _betacf(b, a, 1.0 - x) / b
+
+
+def t_cdf(t: float, df: float) -> float:
+    """P(T <= t) for Student's t with df degrees of freedom."""
+    tail = 0.5 * _betainc(df / 2.0, 0.5, df / (df + t * t))
+    return 1.0 - tail if t >= 0 else tail
+
+
+def t_quantile(p: float, df: float) -> float:
+    """Inverse of t_cdf (bisection to 1e-12): t_quantile(0.975, 2) = 4.3027."""
+    if not 0.0 < p < 1.0:
+        raise ValueError(f"t_quantile: p must be in (0, 1), got {p}")
+    if not df > 0:
+        raise ValueError(f"t_quantile: df must be > 0, got {df} (a CI needs at least 2 values)")
+    if p < 0.5:
+        return -t_quantile(1.0 - p, df)
+    lo, hi = 0.0, 1.0
+    while t_cdf(hi, df) < p:
+        lo, hi = hi, hi * 2.0
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if t_cdf(mid, df) < p else (lo, mid)
+        if hi - lo < 1e-12 * max(1.0, hi):
+            break
+    return 0.5 * (lo + hi)
+
+
+def mean_ci(values: Sequence[float], level: float = 0.95) -> tuple[float, float, float]:
+    """(mean, low, high): Student-t interval mean +- t_{(1+level)/2, n-1} * s / sqrt(n); NaN bounds if n < 2."""
+    x = np.asarray([v for v in values if v is not None and np.isfinite(v)], dtype=float)
+    if x.size == 0:
+        return math.nan, math.nan, math.nan
+    mean = float(x.mean())
+    if x.size < 2:
+        return mean, math.nan, math.nan
+    half = t_quantile((1.0 + level) / 2.0, x.size - 1) * float(x.std(ddof=1)) / math.sqrt(x.size)
+    return mean, mean - half, mean + half
+
+
+def summarize(runs: pd.DataFrame, baseline: str = BASELINE, order: Sequence[str] | None = None,
+              level: float = 0.95) -> pd.DataFrame:
+    """One row per variant of the finished runs: mean and t-CI of val loss and perplexity, and the
+    difference from `baseline` paired by seed (only seeds both finished), with its t-CI.
+
+    Pairing by seed removes the seed-to-seed spread both variants share (same data order, same init
+    of every matrix whose shape agrees), so the paired CI is the one that says whether a variant differs.
+    Columns d_* are variant minus baseline; rel_val_ppl_pct is 100 * (ppl / ppl_baseline - 1) per seed.
+    Raises ValueError if the finished runs differ in parameter count.
+    """
+    stats = ("val_loss", "val_ppl", "d_val_loss", "d_val_ppl", "rel_val_ppl_pct")
+    columns = ["variant", "label", "n_seeds", "params", "seeds", "schedule", "start", "end", "widths", "steps",
+               "tokens", "n_pairs"] + [f"{c}_{s}" for c in stats for s in ("mean", "ci_low", "ci_high")]
+    done = runs[runs["status"] == DONE]
+    params = done.groupby("variant")["params"].first()
+    if params.nunique() > 1:
+        raise ValueError(f"finished runs differ in parameter count {params.to_dict()}: the comparison is not "
+                         "like-for-like (were runs from different presets collected together?)")
+    names = [n for n in (order or sorted(done["variant"].unique())) if n in set(done["variant"])]
+    base = done[done["variant"] == baseline].set_index("seed")
+    rows = []
+    for name in names:
+        g = done[done["variant"] == name]
+        row = {"variant": name, "label": g["label"].iloc[0], "n_seeds": len(g), "params": int(g["params"].iloc[0]),
+               "seeds": ",".join(str(s) for s in sorted(g["seed"]))}
+        for col in ("schedule", "start", "end", "widths", "steps", "tokens"):
+            row[col] = g[col].iloc[0]
+        for col in ("val_loss", "val_ppl"):
+            row[f"{col}_mean"], row[f"{col}_ci_low"], row[f"{col}_ci_high"] = mean_ci(g[col], level)
+        paired = g.set_index("seed").join(base[["val_loss", "val_ppl"]], rsuffix="_base", how="inner")
+        row["n_pairs"] = len(paired)
+        diffs = {"d_val_loss": paired["val_loss"] - paired["val_loss_base"],
+                 "d_val_ppl": paired["val_ppl"] - paired["val_ppl_base"],
+                 "rel_val_ppl_pct": 100.0 * (paired["val_ppl"] / paired["val_ppl_base"] - 1.0)}
+        for col, d in diffs.items():
+            row[f"{col}_mean"], row[f"{col}_ci_low"], row[f"{col}_ci_high"] = mean_ci(d, level)
+        rows.append(row)
+    return pd.DataFrame(rows, columns=columns)
+
+
+__all__ = ["Variant", "Experiment", "Report", "RunStatus", "ExperimentFailed", "group_variants", "sweep_variants",
+           "VARIANT_SETS", "SWEEP_SCHEDULES", "SWEEP_PAIRS", "check_equal_params", "run_experiment", "is_done",
+           "is_main_rank", "collect", "read_run", "find_run_dirs", "experiment_runs", "t_cdf", "t_quantile",
+           "mean_ci", "summarize", "ERROR_FILE", "BASELINE"]
