@@ -34,6 +34,7 @@ ANALYSES: list[str] = [
     "train_comparison",
     "group_ablation",
     "schedule_sweep",
+    "pretrained_ablation",
 ]
 
 REQUIRED_ATTRIBUTES = ("NAME", "OUTPUTS", "Config", "compute", "render")

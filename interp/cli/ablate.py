@@ -32,11 +32,20 @@ def run_groups(args: argparse.Namespace) -> int:
 
 
 # One registrar per kind, in --help order.
-KINDS: list[Callable[[argparse._SubParsersAction], None]] = [_register_groups]
+def _register_pretrained(kinds: argparse._SubParsersAction) -> None:
+    p = kinds.add_parser("pretrained", help="remove early/middle/late MLP neurons (or whole MLPs) of a pretrained "
+                                            "model; change in held-out loss")
+    from analyses.pretrained_ablation import Config, run_from_args
+
+    Config.add_arguments(p)
+    p.set_defaults(func=run_from_args)
+
+
+KINDS: list[Callable[[argparse._SubParsersAction], None]] = [_register_groups, _register_pretrained]
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("ablate", help="capacity ablations: `interp ablate groups ...`",
+    p = subparsers.add_parser("ablate", help="capacity ablations: `interp ablate groups|pretrained ...`",
                               description=__doc__.split("\n")[0])
     kinds = p.add_subparsers(dest="kind", required=True, metavar="KIND")
     for add_kind in KINDS:
