@@ -28,7 +28,6 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
-from statistics import NormalDist
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -36,12 +35,14 @@ import torch.nn.functional as F
 from jaxtyping import Float, Int
 from torch import Tensor, nn
 
+from interp.stats import t_quantile
+
 if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = ["GROUPS", "SELECTIONS", "KINDS", "DTYPES", "COLUMNS", "MlpSite", "mlp_sites", "layer_groups",
            "down_column_norms", "contribution_scores", "n_to_remove", "select_neurons", "Condition",
-           "build_conditions", "removals", "ablated", "sequence_losses", "t_quantile", "paired_delta",
+           "build_conditions", "removals", "ablated", "sequence_losses", "paired_delta",
            "AblationConfig", "split_sequences", "run_pretrained_ablation"]
 
 GROUPS = ("early", "middle", "late")
@@ -337,41 +338,6 @@ def sequence_losses(model: Any, batches: Iterable[Int[Tensor, "batch pos"]],
     return torch.cat(out)
 
 
-def _t_two_sided_mass(t: float, df: int) -> float:
-    """P(|T| < t) for Student's t with integer df (Abramowitz & Stegun 26.7.3-4, a finite series)."""
-    theta = math.atan(t / math.sqrt(df))
-    c2, s = math.cos(theta) ** 2, math.sin(theta)
-    if df % 2 == 1:
-        term, total = math.cos(theta), 0.0
-        for k in range(1, (df - 1) // 2 + 1):     # cos + 2/3 cos^3 + (2*4)/(3*5) cos^5 + ...
-            total += term
-            term *= c2 * (2 * k) / (2 * k + 1)
-        return 2 / math.pi * (theta + s * total) if df > 1 else 2 * theta / math.pi
-    term, total = 1.0, 0.0
-    for k in range(1, df // 2 + 1):                # 1 + 1/2 cos^2 + (1*3)/(2*4) cos^4 + ...
-        total += term
-        term *= c2 * (2 * k - 1) / (2 * k)
-    return s * total
-
-
-def t_quantile(confidence: float, df: int) -> float:
-    """Two-sided Student-t critical value: P(|T| < t) = confidence (df=15, 0.95 -> 2.1314).
-
-    Exact series plus bisection, because scipy is not a dependency; for df > 1000 the normal quantile."""
-    if not 0.0 < confidence < 1.0 or df < 1:
-        raise ValueError(f"t_quantile(confidence={confidence}, df={df}): need 0 < confidence < 1 and df >= 1")
-    if df > 1000:   # the series has df/2 terms; here t and the normal differ by < 0.003
-        return NormalDist().inv_cdf((1 + confidence) / 2)
-    df = int(df)
-    lo, hi = 0.0, 1.0
-    while _t_two_sided_mass(hi, df) < confidence:
-        hi *= 2
-    for _ in range(100):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if _t_two_sided_mass(mid, df) < confidence else (lo, mid)
-    return (lo + hi) / 2
-
-
 def paired_delta(losses: Float[Tensor, "n_seq"], baseline: Float[Tensor, "n_seq"],
                  confidence: float = 0.95) -> tuple[float, float, float]:
     """(mean, ci_low, ci_high) of the per-sequence differences losses - baseline (paired: same sequences).
@@ -384,7 +350,7 @@ def paired_delta(losses: Float[Tensor, "n_seq"], baseline: Float[Tensor, "n_seq"
     n = diff.numel()
     if n < 2:
         return mean, math.nan, math.nan
-    half = t_quantile(confidence, n - 1) * float(diff.std(correction=1)) / math.sqrt(n)
+    half = t_quantile((1 + confidence) / 2, n - 1) * float(diff.std(correction=1)) / math.sqrt(n)
     return mean, mean - half, mean + half
 
 
