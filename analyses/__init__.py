@@ -35,6 +35,7 @@ ANALYSES: list[str] = [
     "group_ablation",
     "schedule_sweep",
     "pretrained_ablation",
+    "architectures",
 ]
 
 REQUIRED_ATTRIBUTES = ("NAME", "OUTPUTS", "Config", "compute", "render")

@@ -63,6 +63,7 @@ class TrainConfig:
     n_ctx: int = 256                      # training sequence length
     width: WidthSpec = field(default_factory=WidthSpec)
     mixer: str = "attention"
+    mixer_options: dict = field(default_factory=dict)  # ModelConfig.mixer_options (memory sizes); never tapered
     # data (interp.data.prepare_tokens); the model uses the tokenizer's actual vocabulary size
     source: str = "wiki"
     tokenizer: str = "bpe"
@@ -159,7 +160,7 @@ class TrainConfig:
         """The model this config trains, for a tokenizer with `vocab_size` ids."""
         return ModelConfig(vocab_size=vocab_size, d_model=self.d_model, n_layers=self.n_layers,
                            n_heads=self.n_heads, d_mlp=self.width.widths(self.n_layers, self.d_ff),
-                           n_ctx=self.n_ctx, mixer=self.mixer)
+                           n_ctx=self.n_ctx, mixer=self.mixer, mixer_options=dict(self.mixer_options))
 
 
 def lr_at(step: int, cfg: TrainConfig) -> float:

@@ -41,11 +41,27 @@ def _register_pretrained(kinds: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run_from_args)
 
 
-KINDS: list[Callable[[argparse._SubParsersAction], None]] = [_register_groups, _register_pretrained]
+def _register_architectures(kinds: argparse._SubParsersAction) -> None:
+    from analyses import architectures
+
+    p = kinds.add_parser("architectures", help="uniform vs cosine 1.5->0.5 for each token mixer",
+                         description="Train (resumable) and plot figures/architectures.png.")
+    architectures.add_arguments(p)  # shared experiment flags + --mixers
+    p.set_defaults(func=run_architectures)
+
+
+def run_architectures(args: argparse.Namespace) -> int:
+    from analyses import architectures
+
+    return architectures.run_cli(args, command="interp ablate architectures")
+
+
+KINDS: list[Callable[[argparse._SubParsersAction], None]] = [_register_groups, _register_pretrained,
+                                                              _register_architectures]
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("ablate", help="capacity ablations: `interp ablate groups|pretrained ...`",
+    p = subparsers.add_parser("ablate", help="capacity ablations: `interp ablate groups|pretrained|architectures ...`",
                               description=__doc__.split("\n")[0])
     kinds = p.add_subparsers(dest="kind", required=True, metavar="KIND")
     for add_kind in KINDS:
