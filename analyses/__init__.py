@@ -32,6 +32,7 @@ from interp.provenance import provenance
 ANALYSES: list[str] = [
     "schedules",
     "train_comparison",
+    "novelty_over_training",
     "group_ablation",
     "schedule_sweep",
     "pretrained_ablation",

@@ -40,7 +40,9 @@ class Config:
     variants: tuple[tuple[str, float, float], ...] = (("uniform", 1.0, 1.0), ("cosine", 1.5, 0.5))
     eval_interval: int = 25         # val points on the curve; each costs eval_batches forward passes
     log_interval: int = 5
-    overrides: dict[str, Any] = field(default_factory=dict)  # extra TrainConfig fields, same for every run
+    # Step checkpoints every 20 steps: analyses/novelty_over_training probes these same runs over training.
+    overrides: dict[str, Any] = field(  # extra TrainConfig fields, same for every run
+        default_factory=lambda: {"ckpt_interval": 20, "keep_step_checkpoints": True})
 
 
 def _slug(text: str) -> str:

@@ -1,0 +1,310 @@
+"""interp.batch and `interp batch`: PATH expansion, resumable per-checkpoint parts, failure rows, shards.
+
+One `micro` run with step checkpoints (steps 2, 4, 6, 8) is trained once per module on a synthetic
+corpus, with INTERP_CACHE_DIR in a temporary folder (as in tests/test_train.py); every test copies it
+when it needs to damage it.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from interp import batch, probes
+from interp.cli import main
+from interp.paths import CONFIG_FILE, REPO_ROOT, WEIGHTS_FILE
+from interp.train import TrainConfig, Trainer
+
+WORDS = ("the cat dog bird sat ran flew on over under a an big small red green old house tree river "
+         "and with then because she he they saw found").split()
+STEPS = [2, 4, 6, 8]
+SETTINGS = dict(tokens=64, seq_len=32, batch_size=2, metrics=("rho_mlp", "rho_block"), progress=False)
+VALUE_COLUMNS = ["path", "run", "step", "status", "key", "layer", "metric", "mean", "std", "q50", "n_tokens"]
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory):
+    """(corpus dir, run dir, text file, environment for subprocesses) with a private cache."""
+    root = tmp_path_factory.mktemp("batch")
+    corpus = root / "corpus"
+    corpus.mkdir()
+    rng = random.Random(0)
+    for i in range(24):
+        sentences = (" ".join(rng.choice(WORDS) for _ in range(rng.randint(4, 10))).capitalize() + "."
+                     for _ in range(40))
+        (corpus / f"doc{i:02d}.txt").write_text(" ".join(sentences))
+    old = os.environ.get("INTERP_CACHE_DIR")
+    os.environ["INTERP_CACHE_DIR"] = str(root / "cache")
+    run_dir = root / "runs" / "micro-uniform"
+    cfg = TrainConfig.from_preset("micro", source=str(corpus), val_fraction=0.25, out_dir=str(run_dir), threads=1,
+                                  ckpt_interval=2, keep_step_checkpoints=True, progress=False)
+    assert Trainer(cfg).run()["status"] == "done"
+    text = root / "text.txt"
+    text.write_text((corpus / "doc00.txt").read_text() * 3)
+    yield corpus, run_dir, text, {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO_ROOT)}
+    if old is None:
+        os.environ.pop("INTERP_CACHE_DIR", None)
+    else:
+        os.environ["INTERP_CACHE_DIR"] = old
+
+
+def copy_run(env, tmp_path: Path, name: str = "micro-uniform") -> Path:
+    dest = tmp_path / "runs" / name
+    shutil.copytree(env[1], dest)
+    return dest
+
+
+def config(env, paths, out: Path, **kw) -> batch.BatchConfig:
+    return batch.BatchConfig(paths=[str(p) for p in paths], out=str(out), text=str(env[2]), **{**SETTINGS, **kw})
+
+
+def values(df: pd.DataFrame) -> pd.DataFrame:
+    ok = df[df.status == "ok"]
+    return ok[VALUE_COLUMNS].sort_values(["step", "layer", "metric"]).reset_index(drop=True)
+
+
+# ------------------------------------------------------------------------------------------ expansion
+
+def test_expand_paths_rules(env, tmp_path):
+    run = copy_run(env, tmp_path)
+    step_dirs = [run / "checkpoints" / f"step_{s:06d}" for s in STEPS]
+    targets = batch.expand_paths([run])
+    # the final model is the step-8 weights (a finished run saves both): listed once, as step 8
+    assert [t.path for t in targets] == step_dirs
+    assert [t.step for t in targets] == STEPS and {t.run for t in targets} == {"micro-uniform"}
+    assert {t.kind for t in targets} == {"checkpoint"} and targets[0].label == "uniform"
+    # a step checkpoint given directly keeps its run and step; the same path twice is listed once
+    again = batch.expand_paths([step_dirs[1], run])
+    assert again[0] == targets[1] and len(again) == len(STEPS)
+    # final weights that differ from the last step: listed after the steps, with step NaN
+    shutil.copy(step_dirs[0] / WEIGHTS_FILE, run / WEIGHTS_FILE)
+    final = batch.expand_paths([run])[-1]
+    assert final.path == run and math.isnan(final.step) and final.run == "micro-uniform"
+    # a folder: runs, HF dirs and .gguf files below it, in sorted order; hidden and *.parts folders skipped
+    zoo = tmp_path / "zoo"
+    (zoo / "hf" / "smol").mkdir(parents=True)
+    (zoo / "hf" / "smol" / CONFIG_FILE).write_text('{"model_type": "llama"}')
+    (zoo / "hf" / "smol" / WEIGHTS_FILE).write_bytes(b"x")
+    (zoo / "a.gguf").write_bytes(b"gguf")
+    (zoo / "notes.txt").write_text("not a model")
+    (zoo / ".hidden").mkdir()
+    (zoo / ".hidden" / "b.gguf").write_bytes(b"gguf")
+    (zoo / "batch.parts").mkdir()
+    (zoo / "batch.parts" / "c.gguf").write_bytes(b"gguf")
+    shutil.copytree(run, zoo / "runs" / "r1")
+    found = batch.expand_paths([zoo])
+    assert [(t.kind, t.path.relative_to(zoo).as_posix()) for t in found][:2] == [("gguf", "a.gguf"),
+                                                                                 ("hf_dir", "hf/smol")]
+    assert [t.step for t in found[2:]][:4] == STEPS and len(found) == 2 + len(STEPS) + 1
+    with pytest.raises(FileNotFoundError, match="no such file"):
+        batch.expand_paths([tmp_path / "missing"])
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "readme.md").write_text("nothing here")
+    with pytest.raises(ValueError, match="found no checkpoint"):
+        batch.expand_paths([empty])
+
+
+def test_file_hash_is_streamed_and_cached_by_size_and_mtime(tmp_path, monkeypatch):
+    import hashlib
+    import json
+
+    monkeypatch.setenv("INTERP_CACHE_DIR", str(tmp_path / "cache"))
+    f = tmp_path / "w.bin"
+    f.write_bytes(b"abc" * 1000)
+    expected = hashlib.sha256(b"abc" * 1000).hexdigest()
+    assert batch.file_sha256(f) == expected
+    # while (path, size, mtime) are unchanged the cache answers: plant a wrong value and see it returned
+    (entry,) = (tmp_path / "cache" / "hashes").glob("*.json")
+    record = json.loads(entry.read_text())
+    assert record["path"] == str(f.resolve()) and record["size"] == 3000
+    entry.write_text(json.dumps({**record, "sha256": "planted"}))
+    assert batch.file_sha256(f) == "planted"
+    os.utime(f, ns=(1, 1))  # a rewrite changes the mtime: hashed again
+    assert batch.file_sha256(f) == expected
+
+
+# ------------------------------------------------------------------------------------------ batch runs
+
+def test_batch_over_a_run_gives_rows_per_step_then_skips_everything(env, tmp_path, monkeypatch):
+    run = copy_run(env, tmp_path)
+    out = tmp_path / "res" / "batch.parquet"
+    result = batch.run_batch(config(env, [run], out, csv=True))
+    assert result.ok and len(result.analysed) == len(STEPS) and not result.skipped
+    df = pd.read_parquet(out)
+    pd.testing.assert_frame_equal(df, result.table)
+    assert out.with_suffix(".csv").is_file()
+    assert list(df.columns[:len(batch.BATCH_COLUMNS)]) == list(batch.BATCH_COLUMNS)
+    assert sorted(df.step.unique()) == STEPS and set(df.status) == {"ok"} and set(df.run) == {"micro-uniform"}
+    assert len(df) == len(STEPS) * 2 * 2  # steps x layers x metrics
+    assert df.groupby("step").weights_sha256.nunique().eq(1).all() and df.weights_sha256.nunique() == len(STEPS)
+    assert df.settings_hash.nunique() == 1 and (df.key == df.weights_sha256.str[:16] + "-" + df.settings_hash).all()
+    # each step's rows are that checkpoint's own probe (rows attached to the right step)
+    step4 = run / "checkpoints" / "step_000004"
+    direct = probes.probe(str(step4), text=env[2], tokens=64, seq_len=32, batch_size=2,
+                          metrics=("rho_mlp", "rho_block"))
+    mine = df[df.step == 4].sort_values(["metric", "layer"])
+    assert mine["mean"].tolist() == direct.sort_values(["metric", "layer"])["mean"].tolist()
+    assert df[df.step == 2]["mean"].tolist() != df[df.step == 8]["mean"].tolist()  # the weights moved
+    assert len(list(batch.parts_dir(out).glob("*.parquet"))) == len(STEPS)
+
+    def no_probe(*args, **kwargs):
+        raise AssertionError("a checkpoint already in the table was probed again")
+
+    monkeypatch.setattr(probes, "probe", no_probe)
+    again = batch.run_batch(config(env, [run], out))
+    assert again.ok and not again.analysed and len(again.skipped) == len(STEPS)
+    pd.testing.assert_frame_equal(pd.read_parquet(out), df)
+    # other settings are another key: probed again (here the probe raises, so it is a failure row)
+    other = batch.run_batch(config(env, [run / "checkpoints" / "step_000002"], out, tokens=32))
+    assert other.failed and "already in the table" in other.failed[0][1]
+
+
+def test_truncated_checkpoint_is_reported_and_the_rest_analysed(env, tmp_path, capsys):
+    run = copy_run(env, tmp_path)
+    bad = run / "checkpoints" / "step_000004" / WEIGHTS_FILE
+    bad.write_bytes(bad.read_bytes()[:500])
+    out = tmp_path / "batch.parquet"
+    code = main(["batch", str(run), "--out", str(out), "--text", str(env[2]), "--tokens", "64", "--seq-len", "32",
+                 "--batch-size", "2", "--metrics", "rho_mlp", "--no-progress"])
+    assert code == 1
+    err = capsys.readouterr().err
+    assert "FAILED" in err and "step_000004" in err and "truncated" in err
+    df = pd.read_parquet(out)
+    failed = df[df.status == "failed"]
+    assert len(failed) == 1 and failed.step.item() == 4 and "truncated" in failed.error.item()
+    assert failed.path.item() == str(bad.parent) and failed.key.item().startswith(batch.file_sha256(bad)[:16])
+    assert sorted(df[df.status == "ok"].step.unique()) == [2, 6, 8]
+    # repaired: the rerun analyses only that checkpoint and its failure row disappears
+    shutil.copy(env[1] / "checkpoints" / "step_000004" / WEIGHTS_FILE, bad)
+    assert main(["batch", str(run), "--out", str(out), "--text", str(env[2]), "--tokens", "64", "--seq-len", "32",
+                 "--batch-size", "2", "--metrics", "rho_mlp", "--no-progress"]) == 0
+    assert "1 analysed, 3 skipped" in capsys.readouterr().out
+    df = pd.read_parquet(out)
+    assert set(df.status) == {"ok"} and sorted(df.step.unique()) == STEPS
+
+
+def test_interrupted_batch_keeps_its_parts_and_a_rerun_completes(env, tmp_path, monkeypatch):
+    run = copy_run(env, tmp_path)
+    out = tmp_path / "batch.parquet"
+    real_probe, calls = probes.probe, []
+
+    def interrupted(*args, **kwargs):
+        calls.append(args[0])
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real_probe(*args, **kwargs)
+
+    monkeypatch.setattr(probes, "probe", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        batch.run_batch(config(env, [run], out))
+    assert len(list(batch.parts_dir(out).glob("*.parquet"))) == 1
+    assert pd.read_parquet(out).step.unique().tolist() == [2]  # the table holds what was finished
+    monkeypatch.setattr(probes, "probe", real_probe)
+    result = batch.run_batch(config(env, [run], out))
+    assert len(result.skipped) == 1 and len(result.analysed) == len(STEPS) - 1
+    full = batch.run_batch(config(env, [run], tmp_path / "fresh.parquet"))
+    pd.testing.assert_frame_equal(values(result.table), values(full.table))
+
+
+def test_deleted_parts_are_rebuilt_from_the_table(env, tmp_path, monkeypatch):
+    run = copy_run(env, tmp_path)
+    out = tmp_path / "batch.parquet"
+    first = batch.run_batch(config(env, [run / "checkpoints" / "step_000002"], out))
+    shutil.rmtree(batch.parts_dir(out))
+    monkeypatch.setattr(probes, "probe", lambda *a, **k: (_ for _ in ()).throw(AssertionError("re-probed")))
+    result = batch.run_batch(config(env, [run / "checkpoints" / "step_000002"], out))
+    assert result.skipped and result.ok
+    pd.testing.assert_frame_equal(result.table, first.table)
+
+
+def test_two_shards_merge_to_the_single_process_table(env, tmp_path, monkeypatch):
+    """Ranks without a process group (RANK/WORLD_SIZE only): each writes its parts; --merge-only joins them."""
+    run = copy_run(env, tmp_path)
+    single = batch.run_batch(config(env, [run], tmp_path / "single.parquet")).table
+    out = tmp_path / "sharded.parquet"
+    monkeypatch.delenv("MASTER_ADDR", raising=False)
+    done = []
+    for rank in (0, 1):
+        monkeypatch.setenv("RANK", str(rank))
+        monkeypatch.setenv("WORLD_SIZE", "2")
+        result = batch.run_batch(config(env, [run], out))
+        assert (result.rank, result.world_size, result.table) == (rank, 2, None)  # no group: nobody merges
+        done.append([Path(p).name for p in result.analysed])
+    assert done == [["step_000002", "step_000006"], ["step_000004", "step_000008"]]
+    assert main(["batch", "--merge-only", "--out", str(out)]) == 0
+    pd.testing.assert_frame_equal(pd.read_parquet(out), single)
+
+
+def test_bad_arguments_fail_before_any_work(env, tmp_path, capsys):
+    with pytest.raises(ValueError, match="backend"):
+        batch.BatchRunner(config(env, [env[1]], tmp_path / "b.parquet", backend="jax"))
+    with pytest.raises(ValueError, match=r"\.parquet"):
+        batch.BatchRunner(config(env, [env[1]], tmp_path / "b.csv"))
+    assert main(["batch", str(tmp_path / "nope"), "--out", str(tmp_path / "b.parquet")]) == 2
+    assert "no such file" in capsys.readouterr().err
+    assert main(["batch", "--merge-only", "--out", str(tmp_path / "none.parquet")]) == 2
+    assert main(["batch", str(env[1]), "--dry-run"]) == 0
+    assert capsys.readouterr().out.count("step=") == len(STEPS)
+
+
+@pytest.mark.integration
+def test_torchrun_two_ranks_merge_automatically(env, tmp_path):
+    """torchrun --nproc_per_node=2 (gloo): ranks split the checkpoints, rank 0 merges after a barrier."""
+    run = copy_run(env, tmp_path)
+    single = batch.run_batch(config(env, [run], tmp_path / "single.parquet")).table
+    out = tmp_path / "ddp.parquet"
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", f"--master_port={port}",
+           "-m", "interp.cli", "batch", str(run), "--out", str(out), "--text", str(env[2]), "--tokens", "64",
+           "--seq-len", "32", "--batch-size", "2", "--metrics", "rho_mlp,rho_block", "--no-progress"]
+    proc = subprocess.run(cmd, env=env[3], capture_output=True, text=True, timeout=240, cwd=REPO_ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "rank 0/2: 2 analysed" in proc.stdout and "rank 1/2: 2 analysed" in proc.stdout
+    pd.testing.assert_frame_equal(pd.read_parquet(out), single)
+
+
+# ------------------------------------------------------------------------------------------ figure
+
+def test_novelty_over_training_analysis_on_micro_runs(env, tmp_path):
+    """compute -> CSV of both runs' step checkpoints; render -> heatmaps whose cells are the CSV means."""
+    from analyses import novelty_over_training as analysis
+
+    cfg = analysis.Config(preset="micro", steps=4, ckpt_interval=2, eval_interval=4, log_interval=1,
+                          out_root=str(tmp_path / "runs"), probe_tokens=64, probe_seq_len=32, probe_batch_size=2,
+                          text=str(env[2]), overrides={"source": str(env[0]), "val_fraction": 0.25, "threads": 1,
+                                                       "progress": False})
+    figures = tmp_path / "figures"
+    analysis.compute(cfg, figures)
+    df = pd.read_csv(figures / analysis.TABLE)
+    assert set(df.label) == {"uniform", "cosine 1.5->0.5"} and sorted(df.step.unique()) == [2, 4]
+    assert len(df) == 2 * 2 * 2 * len(cfg.metrics)  # runs x steps x layers x metrics
+    assert (figures / "novelty_over_training.meta.json").is_file()
+    # the batch table under the runs root holds the same numbers
+    full = pd.read_parquet(tmp_path / "runs" / "batch.parquet")
+    assert sorted(full["mean"]) == sorted(df["mean"])
+    (png,) = analysis.render(figures)
+    assert png.name == analysis.FIGURE and png.stat().st_size > 10_000
+
+    from interp.plots_training import plot_novelty_over_training
+
+    fig = plot_novelty_over_training(df)
+    meshes = [ax.collections[0] for ax in fig.axes if ax.get_title()]  # colorbars have no title
+    assert len(meshes) == 4  # 2 metrics x 2 runs, uniform first
+    uniform = df[df.label == "uniform"].run.iloc[0]
+    rows = df[(df.run == uniform) & (df.metric == "rho_block")]
+    expected = [rows[(rows.layer == layer) & (rows.step == step)]["mean"].item() for layer in (0, 1) for step in (2, 4)]
+    assert meshes[2].get_array().ravel().tolist() == pytest.approx(expected)  # row 2 = rho_block, uniform
+    with pytest.raises(ValueError, match="rho_attn_x"):
+        plot_novelty_over_training(df, metrics=("rho_attn_x",))
