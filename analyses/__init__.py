@@ -32,7 +32,9 @@ from interp.provenance import provenance
 ANALYSES: list[str] = [
     "schedules",
     "train_comparison",
+    "novelty_tapered",
     "novelty_over_training",
+    "novelty_pretrained",
     "group_ablation",
     "schedule_sweep",
     "pretrained_ablation",

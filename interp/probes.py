@@ -8,8 +8,17 @@ Metrics, per layer l and per token (TransformerLens names; h_l = blocks.l.hook_r
   rho_attn        = cos(hook_attn_out, hook_resid_pre)
   norm_ratio      = |hook_mlp_out| / |hook_resid_pre|
   block_influence = 1 - cos(hook_resid_pre, hook_resid_post)             ShortGPT's Block Influence
+Opt-in (not in METRIC_NAMES, so default tables are unchanged):
+  rho_mlp_normed  = cos(hook_mlp_out, mlp.hook_in)   vs the NORMALISED input the MLP actually reads
+                    (RMSNorm(resid_mid) with its gain; reference="normed" adds it)
 Each is averaged over tokens (mean, std, sem, normal 95% CI) and summarised by histogram quantiles;
 tokens whose value is NaN/inf are counted in n_nonfinite and never averaged in.
+
+Massive activations: a few residual dimensions carry values orders of magnitude above the rest and
+dominate every norm, so a cosine can mostly measure them. exclude_massive_dims=k measures the k
+dimensions with the largest mean |resid_pre| (over layers and counted tokens) on a first pass and
+zeroes them in EVERY operand before any metric; a list of dimensions is used as given. The rows
+record the dimensions (column excluded_dims) and the `reference` formula says so.
 
 Memory: a hook keeps an activation only until the metrics that need it are computed (resid_pre of
 ONE layer lives until that layer's resid_post arrives); what survives is O(layers x bins), never
@@ -47,11 +56,17 @@ from interp.stats import DEFAULT_QUANTILES, RunningHistogram, RunningMoments
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["METRICS", "METRIC_NAMES", "SITES", "BACKENDS", "POSITIONS", "Metric", "LayerOperands", "cosine",
-           "NoveltyAccumulator", "position_mask", "token_batches", "accumulate", "to_frame", "probe_model", "probe",
+__all__ = ["METRICS", "METRIC_NAMES", "OPTIONAL_METRICS", "SITES", "EXTRA_SITES", "ALL_SITES", "REFERENCES",
+           "BACKENDS", "POSITIONS", "Metric", "LayerOperands", "cosine", "NoveltyAccumulator", "position_mask",
+           "token_batches", "accumulate", "residual_abs_mean", "massive_dims", "to_frame", "probe_model", "probe",
            "save_table", "load_text", "encode_text"]
 
 SITES = ("resid_pre", "attn_out", "resid_mid", "mlp_out", "resid_post")  # forward order within a layer
+# Opt-in sites, hooked only when a tracked metric reads them. mlp_in = the MLP module's input, i.e. the
+# output of its input norm (RMSNorm(resid_mid) incl. gain); in forward order it sits after resid_mid.
+EXTRA_SITES = ("mlp_in",)
+ALL_SITES = ("resid_pre", "attn_out", "resid_mid", "mlp_in", "mlp_out", "resid_post")
+REFERENCES = ("raw", "normed")  # reference="normed" adds rho_mlp_normed to the metrics
 BACKENDS = ("torch", "transformer_lens", "nnsight", "hookpoints")
 POSITIONS = ("skip_first", "all")
 COMPUTE_DTYPES = {"float32": torch.float32, "float64": torch.float64}
@@ -158,16 +173,28 @@ METRICS: dict[str, Metric] = {m.name: m for m in (
            "|blocks.{l}.hook_mlp_out| / |blocks.{l}.hook_resid_pre|", _geometric_bins()),
     Metric("block_influence", ("resid_pre", "resid_post"), lambda o: 1.0 - o.cos("resid_pre", "resid_post"),
            "1 - cos(blocks.{l}.hook_resid_pre, blocks.{l}.hook_resid_post)", _linear_bins(0, 2)),
+    Metric("rho_mlp_normed", ("mlp_out", "mlp_in"), lambda o: o.cos("mlp_out", "mlp_in"),
+           "cos(blocks.{l}.hook_mlp_out, blocks.{l}.mlp.hook_in)", _linear_bins(-1, 1)),
 )}
-METRIC_NAMES = tuple(METRICS)
+OPTIONAL_METRICS = ("rho_mlp_normed",)  # opt-in: they need extra sites (see EXTRA_SITES)
+METRIC_NAMES = tuple(m for m in METRICS if m not in OPTIONAL_METRICS)  # the default set
 
 
 def _check_metrics(metrics: Sequence[str]) -> tuple[str, ...]:
     metrics = tuple(metrics)
     unknown = [m for m in metrics if m not in METRICS]
     if unknown or not metrics:
-        raise ValueError(f"metrics={list(metrics)}: choose a non-empty subset of {list(METRIC_NAMES)}")
+        raise ValueError(f"metrics={list(metrics)}: choose a non-empty subset of {list(METRICS)}")
     return metrics
+
+
+def _with_reference(metrics: Sequence[str], reference: str) -> tuple[str, ...]:
+    """The metrics to track for reference="raw" (as given) or "normed" (plus rho_mlp_normed)."""
+    if reference not in REFERENCES:
+        raise ValueError(f"reference={reference!r}: choose one of {REFERENCES} ('normed' adds rho_mlp_normed, "
+                         "the cosine against the MLP's normalised input)")
+    metrics = _check_metrics(metrics)
+    return metrics + ("rho_mlp_normed",) if reference == "normed" and "rho_mlp_normed" not in metrics else metrics
 
 
 # --------------------------------------------------------------------------------------------------
@@ -184,12 +211,15 @@ class NoveltyAccumulator:
     attn_out = resid_mid - resid_pre, which is exact whenever the block adds the (normed) attention
     output to the stream unchanged (Llama; Gemma3 with its post-attention norm included).
 
+    exclude_dims: residual dimensions zeroed in every operand before any metric (massive activations);
+    a copy is zeroed, never the model's own tensor.
+
     Per batch: begin_batch(mask) -> feed(...) for every site of every layer -> end_batch(), which
     raises if some metric of some layer never saw both operands (a hook that did not fire).
     """
 
     def __init__(self, n_layers: int, metrics: Sequence[str] = METRIC_NAMES, dtype: torch.dtype = torch.float32,
-                 eps: float = DEFAULT_EPS, derive_attn_out: bool = False):
+                 eps: float = DEFAULT_EPS, derive_attn_out: bool = False, exclude_dims: Sequence[int] = ()):
         if n_layers < 1:
             raise ValueError(f"n_layers must be >= 1, got {n_layers}")
         self.n_layers = n_layers
@@ -197,6 +227,8 @@ class NoveltyAccumulator:
         self.dtype = dtype
         self.eps = eps
         self.derive_attn_out = derive_attn_out
+        self.exclude_dims = _check_dims(exclude_dims)
+        self._exclude_index = torch.tensor(self.exclude_dims, dtype=torch.long)
         self.meta: dict[str, Any] = {}
         self.moments = {m: RunningMoments(n_layers) for m in self.metrics}
         self.hists = {m: METRICS[m].histogram(n_layers) for m in self.metrics}
@@ -219,14 +251,14 @@ class NoveltyAccumulator:
 
     def feed(self, layer: int, site: str, x: Float[Tensor, "batch pos d_model"]) -> None:
         """One activation of one layer, e.g. feed(3, "resid_pre", h). Unneeded sites are ignored."""
-        if site not in SITES:
-            raise ValueError(f"site={site!r}: expected one of {SITES}")
+        if site not in ALL_SITES:
+            raise ValueError(f"site={site!r}: expected one of {ALL_SITES}")
         if not 0 <= layer < self.n_layers:
             raise ValueError(f"layer={layer} out of range for n_layers={self.n_layers}")
         if site not in self.needed_sites:
             return
         ops = self._live.setdefault(layer, LayerOperands(self.eps, self.derive_attn_out))
-        ops.tensors[site] = x.detach().to(self.dtype)
+        ops.tensors[site] = self._operand(x)
         for name, values in self._ready(layer, ops).items():
             self.add_values(layer, name, values)
         self.peak_live_tensors = max(self.peak_live_tensors, sum(len(o.tensors) for o in self._live.values()))
@@ -234,6 +266,20 @@ class NoveltyAccumulator:
         ops.drop_except(pending)
         if not pending:
             del self._live[layer]
+
+    def _operand(self, x: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch pos d_model"]:
+        """x in the metric dtype, with the excluded dimensions zeroed (out of place)."""
+        x = x.detach().to(self.dtype)
+        if not self.exclude_dims:
+            return x
+        if self.exclude_dims[-1] >= x.shape[-1]:
+            raise ValueError(f"exclude dims {list(self.exclude_dims)} out of range for d_model={x.shape[-1]}")
+        return x.index_fill(-1, self._exclude_index.to(x.device), 0.0)
+
+    def reference(self, metric: str, layer: int) -> str:
+        """The exact formula of one row, including the excluded dimensions."""
+        formula = METRICS[metric].reference(layer)
+        return f"{formula} excluding d_model dims {list(self.exclude_dims)}" if self.exclude_dims else formula
 
     def _ready(self, layer: int, ops: LayerOperands) -> dict[str, Float[Tensor, "batch pos"]]:
         return {m: METRICS[m].fn(ops) for m in self.metrics
@@ -243,7 +289,7 @@ class NoveltyAccumulator:
         """All metrics computable from `sites` at once, without touching the statistics (for backends that
         reduce elsewhere, e.g. inside an nnsight trace); fold them in later with add_values."""
         ops = LayerOperands(self.eps, self.derive_attn_out)
-        ops.tensors.update({k: v.detach().to(self.dtype) for k, v in sites.items()})
+        ops.tensors.update({k: self._operand(v) for k, v in sites.items()})
         return {m: METRICS[m].fn(ops) for m in self.metrics if all(ops.has(op) for op in METRICS[m].operands)}
 
     def add_values(self, layer: int, metric: str, values: Float[Tensor, "batch pos"]) -> None:
@@ -283,19 +329,20 @@ class NoveltyAccumulator:
                        "sem": mom.sem[layer].item(), "ci_low": low[layer].item(), "ci_high": high[layer].item()}
                 row.update({col: quants[layer, i].item() for i, col in enumerate(QUANTILE_COLUMNS)})
                 row.update(n_tokens=int(mom.n[layer].item()), n_nonfinite=int(mom.n_nonfinite[layer].item()),
-                           reference=METRICS[name].reference(layer))
+                           reference=self.reference(name, layer))
                 rows.append(row)
         return rows
 
     def state_dict(self) -> dict[str, Any]:
         return {"n_layers": self.n_layers, "metrics": list(self.metrics), "n_batches": self.n_batches,
-                "meta": dict(self.meta),
+                "meta": dict(self.meta), "exclude_dims": list(self.exclude_dims),
                 "moments": {m: s.state_dict() for m, s in self.moments.items()},
                 "hists": {m: h.state_dict() for m, h in self.hists.items()}}
 
     def load_state_dict(self, state: dict[str, Any]) -> NoveltyAccumulator:
-        if state["n_layers"] != self.n_layers or tuple(state["metrics"]) != self.metrics:
-            raise ValueError("state does not match this accumulator's n_layers and metrics")
+        if (state["n_layers"] != self.n_layers or tuple(state["metrics"]) != self.metrics
+                or tuple(state.get("exclude_dims", ())) != self.exclude_dims):
+            raise ValueError("state does not match this accumulator's n_layers, metrics and exclude_dims")
         self.n_batches = int(state["n_batches"])
         self.meta = dict(state.get("meta", {}))
         for m in self.metrics:
@@ -305,13 +352,23 @@ class NoveltyAccumulator:
 
     def merge(self, other: NoveltyAccumulator) -> NoveltyAccumulator:
         """Fold another accumulator over the same layers and metrics (another shard of tokens) into this one."""
-        if other.n_layers != self.n_layers or other.metrics != self.metrics:
-            raise ValueError("can only merge NoveltyAccumulators with the same n_layers and metrics")
+        if (other.n_layers != self.n_layers or other.metrics != self.metrics
+                or other.exclude_dims != self.exclude_dims):
+            raise ValueError("can only merge NoveltyAccumulators with the same n_layers, metrics and exclude_dims")
         for m in self.metrics:
             self.moments[m].merge(other.moments[m])
             self.hists[m].merge(other.hists[m])
         self.n_batches += other.n_batches
         return self
+
+
+def _check_dims(dims: Sequence[int]) -> tuple[int, ...]:
+    """Sorted unique non-negative ints (exclude_dims / exclude_massive_dims as a list)."""
+    if isinstance(dims, int | str) or not all(isinstance(d, int) and not isinstance(d, bool) for d in dims):
+        raise ValueError(f"exclude dims={dims!r}: expected a list of d_model indices, e.g. [138, 406]")
+    if any(d < 0 for d in dims):
+        raise ValueError(f"exclude dims={list(dims)}: indices must be >= 0")
+    return tuple(sorted(set(int(d) for d in dims)))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -417,19 +474,39 @@ def _hooked_n_layers(model: Any) -> int:
     return n
 
 
-def _hookpoint_target(model: nn.Module) -> _Target:
-    """Sites of a HookedRootModule (TaperedLM): the outputs of its HookPoints."""
+def _hookpoint_target(model: nn.Module, mlp_in: bool = False) -> _Target:
+    """Sites of a HookedRootModule (TaperedLM): the outputs of its HookPoints; with mlp_in, also the
+    input of the module blocks.{l}.mlp (what its ln2 hands the MLP, gain included)."""
     n = _hooked_n_layers(model)
     missing = [f"blocks.{l}.hook_{s}" for l in range(n) for s in SITES if f"blocks.{l}.hook_{s}" not in model.hook_dict]
     if missing:
         raise ValueError(f"{type(model).__name__} lacks HookPoints {missing[:3]}...: it needs all of "
                          f"{[f'hook_{s}' for s in SITES]} in every block")
+    if mlp_in:
+        _hooked_mlp_modules(model, n)  # error naming blocks.{l}.mlp if absent
     sites = [[_Site(s, f"blocks.{l}.hook_{s}", "output") for s in SITES] for l in range(n)]
+    hook_sites = "; ".join(f"{s}=blocks.{{l}}.hook_{s}" for s in SITES)
+    if mlp_in:
+        for l, layer_sites in enumerate(sites):
+            layer_sites.insert(SITES.index("resid_mid") + 1, _Site("mlp_in", f"blocks.{l}.mlp", "input"))
+        hook_sites += "; " + _MLP_IN_MODULE
     return _Target(model, n, sites, derive_attn_out=False, mlp_out_site="blocks.{l}.hook_mlp_out",
-                   hook_sites="; ".join(f"{s}=blocks.{{l}}.hook_{s}" for s in SITES))
+                   hook_sites=hook_sites)
 
 
-def _hf_target(loaded: Any) -> _Target:
+_MLP_IN_MODULE = "mlp_in=blocks.{l}.mlp input"
+_MLP_IN_HOOK = "blocks.{l}.mlp.hook_in"  # TransformerBridge's name for the MLP's input
+
+
+def _hooked_mlp_modules(model: nn.Module, n_layers: int) -> list[nn.Module]:
+    try:
+        return [model.get_submodule(f"blocks.{l}.mlp") for l in range(n_layers)]
+    except AttributeError:
+        raise ValueError(f"{type(model).__name__} has no module blocks.{{l}}.mlp, so the MLP's normalised input "
+                         "(site mlp_in, metric rho_mlp_normed) cannot be read; use reference='raw'") from None
+
+
+def _hf_target(loaded: Any, mlp_in: bool = False) -> _Target:
     """Sites of an HF model from its SiteMap (interp.pretrained). Accepts a LoadedModel or a bare HF model."""
     from interp import pretrained
 
@@ -439,19 +516,22 @@ def _hf_target(loaded: Any) -> _Target:
     except ValueError as err:
         raise ValueError(f"cannot probe {type(model).__name__}: its MLP and residual sites are unknown. {err}") from None
     layers = pretrained.layer_modules(loaded)
-    for rel in (sm.mlp_input_norm, sm.mlp_out_module):
+    for rel in (sm.mlp_input_norm, sm.mlp_out_module, sm.mlp):
         pretrained.get_submodule(layers[0], rel)  # AttributeError naming the SiteMap entry if it is wrong
-    sites = [_hf_layer_sites(sm, l) for l in range(len(layers))]
+    sites = [_hf_layer_sites(sm, l, mlp_in) for l in range(len(layers))]
     mlp_site = f"{sm.mlp_out_module} output" + (" (post-MLP norm, what is added to the stream)" if sm.post_mlp_norm else "")
-    hook_sites = "; ".join(f"{s.site}={s.describe()}" for s in _hf_layer_sites(sm, "{l}")) + "; attn_out=resid_mid-resid_pre"
+    hook_sites = ("; ".join(f"{s.site}={s.describe()}" for s in _hf_layer_sites(sm, "{l}", mlp_in))
+                  + "; attn_out=resid_mid-resid_pre")
     return _Target(model, len(layers), sites, derive_attn_out=True, mlp_out_site=mlp_site, hook_sites=hook_sites)
 
 
-def _hf_layer_sites(sm: Any, layer: int | str) -> list[_Site]:
-    """Layer input = resid_pre; input of the MLP's input norm = resid_mid; output of the MLP (or of the
-    post-MLP norm, Gemma) = mlp_out; layer output = resid_post (see interp.pretrained.SiteMap)."""
+def _hf_layer_sites(sm: Any, layer: int | str, mlp_in: bool = False) -> list[_Site]:
+    """Layer input = resid_pre; input of the MLP's input norm = resid_mid; [input of the MLP = mlp_in, the
+    normalised stream it reads]; output of the MLP (or of the post-MLP norm, Gemma) = mlp_out; layer
+    output = resid_post (see interp.pretrained.SiteMap). Forward order."""
     return [_Site("resid_pre", f"{sm.layers}.{layer}", "input"),
             _Site("resid_mid", f"{sm.layers}.{layer}.{sm.mlp_input_norm}", "input"),
+            *([_Site("mlp_in", f"{sm.layers}.{layer}.{sm.mlp}", "input")] if mlp_in else []),
             _Site("mlp_out", f"{sm.layers}.{layer}.{sm.mlp_out_module}", "output"),
             _Site("resid_post", f"{sm.layers}.{layer}", "output")]
 
@@ -519,18 +599,29 @@ def _run_hooked(model: Any, batches: Iterable, acc: NoveltyAccumulator, position
         return hook
 
     hooks = [(f"blocks.{l}.hook_{s}", reader(l, s)) for l in range(n) for s in SITES if s in acc.needed_sites]
+    handles = []
+    if "mlp_in" in acc.needed_sites:
+        if _MLP_IN_HOOK.format(l=0) in model.hook_dict:  # TransformerBridge
+            hooks += [(_MLP_IN_HOOK.format(l=l), reader(l, "mlp_in")) for l in range(n)]
+        else:  # TaperedLM: no HookPoint after ln2's gain; a pre-hook on the MLP module reads its input
+            handles = [m.register_forward_pre_hook(lambda mod, args, l=l: acc.feed(l, "mlp_in", args[0]))
+                       for l, m in enumerate(_hooked_mlp_modules(model, n))]
     device = _model_device(model)
-    for batch in batches:
-        ids, attn = _batch_parts(batch)
-        ids = ids.to(device)
-        acc.begin_batch(position_mask(ids, positions, attn))
-        # a bridge forwards attention_mask to the HF model; our TaperedLM has none (right padding only)
-        kwargs = {"attention_mask": attn.to(device)} if attn is not None and _is_bridge(model) else {}
-        try:
-            model.run_with_hooks(ids, fwd_hooks=hooks, **kwargs)
-        except _StopForward:
-            pass
-        acc.end_batch()
+    try:
+        for batch in batches:
+            ids, attn = _batch_parts(batch)
+            ids = ids.to(device)
+            acc.begin_batch(position_mask(ids, positions, attn))
+            # a bridge forwards attention_mask to the HF model; our TaperedLM has none (right padding only)
+            kwargs = {"attention_mask": attn.to(device)} if attn is not None and _is_bridge(model) else {}
+            try:
+                model.run_with_hooks(ids, fwd_hooks=hooks, **kwargs)
+            except _StopForward:
+                pass
+            acc.end_batch()
+    finally:
+        for h in handles:
+            h.remove()
 
 
 def _run_nnsight(target: _Target, batches: Iterable, acc: NoveltyAccumulator, positions: str) -> None:
@@ -594,8 +685,9 @@ def _hf_source(model: Any) -> Any:
     return None
 
 
-def _plan(model: Any, backend: str) -> tuple[Callable[..., None], Any, bool, str, str]:
-    """(runner, runner target, derive_attn_out, mlp_out_site, hook_sites) for a model object and a backend.
+def _plan(model: Any, backend: str, mlp_in: bool = False) -> tuple[Callable[..., None], Any, bool, str, str]:
+    """(runner, runner target, derive_attn_out, mlp_out_site, hook_sites) for a model object and a backend;
+    mlp_in: also hook the MLP's input (for rho_mlp_normed).
 
     A HookedRootModule (TaperedLM) works with every backend: torch hooks go on its HookPoints,
     transformer_lens/hookpoints use its run_with_hooks, nnsight wraps it with nnsight.NNsight.
@@ -607,11 +699,13 @@ def _plan(model: Any, backend: str) -> tuple[Callable[..., None], Any, bool, str
     tl_sites = "; ".join(f"{s}=blocks.{{l}}.hook_{s}" for s in SITES)
     if _is_hooked_root(model):
         if backend in ("transformer_lens", "hookpoints"):
+            if mlp_in:
+                tl_sites += "; mlp_in=" + _MLP_IN_HOOK if _MLP_IN_HOOK.format(l=0) in model.hook_dict else "; " + _MLP_IN_MODULE
             return _run_hooked, model, False, "blocks.{l}.hook_mlp_out", tl_sites
         if _is_bridge(model):
             raise ValueError(f"backend={backend!r} cannot hook a TransformerBridge: use backend='transformer_lens', "
                              "or pass the LoadedModel / HF model itself")
-        target = _hookpoint_target(model)
+        target = _hookpoint_target(model, mlp_in)
         return (_run_torch if backend == "torch" else _run_nnsight), target, False, target.mlp_out_site, target.hook_sites
     source = _hf_source(model)
     if source is None:
@@ -625,8 +719,8 @@ def _plan(model: Any, backend: str) -> tuple[Callable[..., None], Any, bool, str
             raise ValueError("backend='transformer_lens' needs a LoadedModel (the bridge needs the tokenizer): "
                              "use interp.pretrained.load_pretrained(...) or pass the model by name")
         bridge = pretrained.to_transformer_bridge(source)
-        return _run_hooked, bridge, False, "blocks.{l}.hook_mlp_out", tl_sites
-    target = _hf_target(source)
+        return _plan(bridge, backend, mlp_in)
+    target = _hf_target(source, mlp_in)
     if backend == "nnsight" and isinstance(source, pretrained.LoadedModel):
         target.wrapper = pretrained.to_nnsight(source)
     return (_run_torch if backend == "torch" else _run_nnsight), target, True, target.mlp_out_site, target.hook_sites
@@ -638,21 +732,62 @@ def _n_layers_of(target: Any) -> int:
 
 def accumulate(model: Any, batches: Iterable[Tensor | dict], backend: str = "torch",
                metrics: Sequence[str] = METRIC_NAMES, positions: str = "skip_first", dtype: str = "float32",
-               eps: float = DEFAULT_EPS) -> NoveltyAccumulator:
+               eps: float = DEFAULT_EPS, reference: str = "raw",
+               exclude_massive_dims: int | Sequence[int] | None = None) -> NoveltyAccumulator:
     """Stream `batches` ([batch, pos] token tensors, or dicts with input_ids and attention_mask) through
     `model` and return the filled accumulator (merge it with others for sharded analyses).
 
     `acc.meta` records the backend and where each site came from. The model is run under no_grad;
     padding (attention_mask == 0) is masked out of the statistics.
+    reference: "raw" (default) or "normed", which adds rho_mlp_normed (cosine with the MLP's normalised input).
+    exclude_massive_dims: None (default); k, to zero the k dimensions of largest mean |resid_pre| in every
+        operand (measured on a first pass over the same batches, so it costs a second forward); or a list
+        of dimensions. acc.meta then holds excluded_dims (and the measured dims' mean |resid_pre|).
     """
     if dtype not in COMPUTE_DTYPES:
         raise ValueError(f"dtype={dtype!r}: choose one of {tuple(COMPUTE_DTYPES)}")
     if positions not in POSITIONS:
         raise ValueError(f"positions={positions!r}: choose one of {POSITIONS}")
-    runner, target, derive, mlp_site, hook_sites = _plan(model, backend)
-    acc = NoveltyAccumulator(_n_layers_of(target), metrics, COMPUTE_DTYPES[dtype], eps, derive_attn_out=derive)
-    acc.meta = {"backend": backend, "mlp_out_site": mlp_site, "hook_sites": hook_sites, "dtype": dtype,
-                "positions": positions, "eps": eps}
+    metrics = _with_reference(metrics, reference)
+    k, given_dims = _exclusion_request(exclude_massive_dims)
+    runner, target, derive, mlp_site, hook_sites = _plan(model, backend, mlp_in="rho_mlp_normed" in metrics)
+    meta: dict[str, Any] = {"backend": backend, "mlp_out_site": mlp_site, "hook_sites": hook_sites, "dtype": dtype,
+                            "positions": positions, "eps": eps}
+    if reference != "raw":
+        meta["reference_mode"] = reference
+    dims = given_dims
+    if k:
+        batches = list(batches)  # read twice: the first pass measures, the second probes
+        scale = _residual_abs_mean(runner, target, batches, positions).mean(0)  # [d_model]
+        if k >= scale.numel():
+            raise ValueError(f"exclude_massive_dims={k} must be below d_model={scale.numel()}")
+        top = scale.topk(k)
+        dims = tuple(sorted(top.indices.tolist()))
+        meta["excluded_dims_mean_abs"] = str([round(v, 4) for v in scale[list(dims)].tolist()])
+        meta["median_dim_mean_abs"] = round(scale.median().item(), 6)
+    if exclude_massive_dims is not None:
+        meta["exclude_massive_dims"] = k if k else "given"
+        meta["excluded_dims"] = str(list(dims))
+    acc = NoveltyAccumulator(_n_layers_of(target), metrics, COMPUTE_DTYPES[dtype], eps, derive_attn_out=derive,
+                             exclude_dims=dims)
+    acc.meta = meta
+    _run_eval(runner, target, batches, acc, positions)
+    return acc
+
+
+def _exclusion_request(spec: int | Sequence[int] | None) -> tuple[int, tuple[int, ...]]:
+    """(k to measure, dims given) from exclude_massive_dims."""
+    if spec is None:
+        return 0, ()
+    if isinstance(spec, int) and not isinstance(spec, bool):
+        if spec < 1:
+            raise ValueError(f"exclude_massive_dims={spec}: give k >= 1 (or None for no exclusion, or a list of dims)")
+        return spec, ()
+    return 0, _check_dims(spec)
+
+
+def _run_eval(runner: Callable[..., None], target: Any, batches: Iterable, acc: Any, positions: str) -> None:
+    """runner(...) in eval mode under no_grad, restoring the model's training flag."""
     root = target.root if isinstance(target, _Target) else target
     was_training = root.training
     root.eval()
@@ -661,7 +796,66 @@ def accumulate(model: Any, batches: Iterable[Tensor | dict], backend: str = "tor
             runner(target, batches, acc, positions)
     finally:
         root.train(was_training)
-    return acc
+
+
+class _DimScale:
+    """Duck-typed accumulator for the runners: sums |resid_pre| per layer and d_model dimension over the
+    counted tokens (a [layers, d_model] state, nothing per token)."""
+
+    needed_sites = frozenset({"resid_pre", "resid_post"})  # resid_post: the last layer's one stops the forward
+
+    def __init__(self, n_layers: int):
+        self.n_layers = n_layers
+        self.total: Tensor | None = None  # [layers, d_model] float64
+        self.count = torch.zeros(n_layers, dtype=torch.float64)
+        self._mask: Tensor | None = None
+
+    def begin_batch(self, mask: Tensor | None = None) -> None:
+        self._mask = mask
+
+    def feed(self, layer: int, site: str, x: Float[Tensor, "batch pos d_model"]) -> None:
+        if site != "resid_pre":
+            return
+        x = x.detach().to(torch.float64).abs()
+        rows = x[self._mask] if self._mask is not None else x.reshape(-1, x.shape[-1])  # [tokens, d_model]
+        if self.total is None:
+            self.total = torch.zeros(self.n_layers, x.shape[-1], dtype=torch.float64)
+        self.total[layer] += rows.sum(0).cpu()
+        self.count[layer] += rows.shape[0]
+
+    def end_batch(self) -> None:
+        self._mask = None
+
+    def mean(self) -> Float[Tensor, "layer d_model"]:
+        if self.total is None or (self.count == 0).any():
+            raise ValueError("no tokens counted while measuring residual dimensions: give more batches/positions")
+        return self.total / self.count[:, None]
+
+
+def _residual_abs_mean(runner: Callable[..., None], target: Any, batches: Iterable, positions: str) -> Tensor:
+    scale = _DimScale(_n_layers_of(target))
+    # the nnsight runner reduces inside its trace via acc.values(); plain torch hooks on the same modules
+    # read the same tensors (the backends agree to 1e-5, see tests)
+    _run_eval(_run_torch if runner is _run_nnsight else runner, target, batches, scale, positions)
+    return scale.mean()
+
+
+def residual_abs_mean(model: Any, batches: Iterable[Tensor | dict], backend: str = "torch",
+                      positions: str = "skip_first") -> Float[Tensor, "layer d_model"]:
+    """Mean |blocks.{l}.hook_resid_pre| per layer and residual dimension over the counted tokens: where
+    the massive activations are (a few dimensions orders of magnitude above the median)."""
+    if positions not in POSITIONS:
+        raise ValueError(f"positions={positions!r}: choose one of {POSITIONS}")
+    runner, target, *_ = _plan(model, backend)
+    return _residual_abs_mean(runner, target, batches, positions)
+
+
+def massive_dims(model: Any, batches: Iterable[Tensor | dict], k: int, backend: str = "torch",
+                 positions: str = "skip_first") -> list[int]:
+    """The k residual dimensions with the largest mean |resid_pre| (averaged over layers), sorted by index:
+    what exclude_massive_dims=k leaves out."""
+    scale = residual_abs_mean(model, batches, backend, positions).mean(0)
+    return sorted(scale.topk(k).indices.tolist())
 
 
 TABLE_COLUMNS = ("model", "checkpoint", "layer", "n_layers", "depth", "metric", "mean", "std", "sem", "ci_low",
@@ -689,10 +883,12 @@ def to_frame(acc: NoveltyAccumulator, **columns: Any) -> pd.DataFrame:
 
 def probe_model(model: Any, batches: Iterable[Tensor | dict], backend: str = "torch",
                 metrics: Sequence[str] = METRIC_NAMES, positions: str = "skip_first", dtype: str = "float32",
-                eps: float = DEFAULT_EPS, **columns: Any) -> pd.DataFrame:
+                eps: float = DEFAULT_EPS, reference: str = "raw",
+                exclude_massive_dims: int | Sequence[int] | None = None, **columns: Any) -> pd.DataFrame:
     """Lower-level entry for notebooks and batch analysis: an already-loaded model and token batches in,
-    the tidy table out (`columns` are added to every row, e.g. model="...", checkpoint="...")."""
-    acc = accumulate(model, batches, backend, metrics, positions, dtype, eps)
+    the tidy table out (`columns` are added to every row, e.g. model="...", checkpoint="...").
+    reference / exclude_massive_dims: see accumulate()."""
+    acc = accumulate(model, batches, backend, metrics, positions, dtype, eps, reference, exclude_massive_dims)
     return to_frame(acc, **{"model": _model_label(model), **columns})
 
 
@@ -776,7 +972,8 @@ def _text_sha256(text: str) -> str:
 def probe(model: Any = "smollm2-135m", text: str | Path | None = None, tokens: int = 16384, seq_len: int = 512,
           batch_size: int = 4, backend: str = "torch", positions: str = "skip_first", prepend_bos: bool = False,
           dtype: str = "float32", metrics: Sequence[str] = METRIC_NAMES, tokenizer: Any = None,
-          eps: float = DEFAULT_EPS) -> pd.DataFrame:
+          eps: float = DEFAULT_EPS, reference: str = "raw",
+          exclude_massive_dims: int | Sequence[int] | None = None) -> pd.DataFrame:
     """Per-layer novelty metrics of one model over held-out text, as a tidy long table (one row per
     layer and metric; columns in the module docstring of the table, see to_frame).
 
@@ -787,12 +984,16 @@ def probe(model: Any = "smollm2-135m", text: str | Path | None = None, tokens: i
         seq_len and prepend_bos cut it. Too little text raises ValueError before any weights are loaded
         (the tokenizer is loaded alone first).
     dtype: precision of the metric math ("float32" or "float64"); the model runs in its own dtype.
+    reference: "raw" (default) | "normed": also rho_mlp_normed, the cosine with the MLP's normalised input.
+    exclude_massive_dims: None | k (measure the top-k mean-|resid_pre| dims on a first pass; a second
+        forward) | a list of dims: zeroed in every operand; rows get columns excluded_dims etc.
     The table's attrs["timing"] holds load and probe seconds.
     """
     from interp import checkpoints, pretrained
 
     # validate cheap arguments before touching any file
-    _check_metrics(metrics)
+    _with_reference(metrics, reference)
+    _exclusion_request(exclude_massive_dims)
     for name, value, allowed in (("backend", backend, BACKENDS), ("positions", positions, POSITIONS),
                                  ("dtype", dtype, tuple(COMPUTE_DTYPES))):
         if value not in allowed:
@@ -835,7 +1036,7 @@ def probe(model: Any = "smollm2-135m", text: str | Path | None = None, tokens: i
     if backend == "transformer_lens" and isinstance(model_obj, pretrained.LoadedModel) and model_obj is not model:
         model_obj = pretrained.to_transformer_bridge(model_obj, inplace=True)  # we own it: no copy needed
     start = time.perf_counter()
-    acc = accumulate(model_obj, batches, backend, metrics, positions, dtype, eps)
+    acc = accumulate(model_obj, batches, backend, metrics, positions, dtype, eps, reference, exclude_massive_dims)
     probe_s = time.perf_counter() - start
     df = to_frame(acc, model=label, checkpoint=checkpoint, seq_len=seq_len, prepend_bos=prepend_bos,
                   text_source=text_source, text_sha256=_text_sha256(text_str))

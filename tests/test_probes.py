@@ -259,6 +259,104 @@ def test_unknown_architecture_error_names_it_and_the_fix():
 
 
 # --------------------------------------------------------------------------------------------------
+# Analysis options: reference="normed" (rho_mlp_normed) and exclude_massive_dims
+# --------------------------------------------------------------------------------------------------
+
+def tiny_model_with_gains(seed: int = 0, massive_dim: int | None = None) -> TaperedLM:
+    """tiny_model with random ln2 gains (so 'incl. gain' matters) and optionally one planted massive dimension."""
+    model = tiny_model(seed)
+    gen = torch.Generator().manual_seed(seed + 10)
+    with torch.no_grad():
+        for block in model.blocks:
+            block.ln2.weight.copy_(torch.rand(block.ln2.weight.shape, generator=gen) * 2 + 0.1)
+        if massive_dim is not None:
+            model.embed.weight[:, massive_dim] += 40.0  # every token's stream carries a huge constant there
+    return model
+
+
+def naive_layer_acts(model: TaperedLM, toks: torch.Tensor) -> list[dict[str, torch.Tensor]]:
+    """resid_pre/mid/post and mlp_out from run_with_cache; mlp_in recomputed as ln2(resid_mid) here."""
+    with torch.no_grad():
+        _, cache = model.run_with_cache(toks)
+        acts = []
+        for l, block in enumerate(model.blocks):
+            a = {s: cache[f"blocks.{l}.hook_{s}"] for s in probes.SITES}
+            a["mlp_in"] = block.ln2(a["resid_mid"])
+            acts.append(a)
+    return acts
+
+
+@pytest.mark.parametrize("backend", probes.BACKENDS)
+def test_reference_normed_adds_rho_mlp_normed_against_ln2_output(backend):
+    model, toks = tiny_model_with_gains(), tiny_tokens()
+    df = probes.probe_model(model, [toks], backend=backend, metrics=("rho_mlp",), reference="normed")
+    assert set(df.metric) == {"rho_mlp", "rho_mlp_normed"} and set(df.reference_mode) == {"normed"}
+    for l, a in enumerate(naive_layer_acts(model, toks)):
+        want = F.cosine_similarity(a["mlp_out"].double(), a["mlp_in"].double(), dim=-1)[:, 1:]
+        row = df[(df.layer == l) & (df.metric == "rho_mlp_normed")].iloc[0]
+        assert row["mean"] == pytest.approx(want.mean().item(), abs=1e-6), (backend, l)
+        assert row.reference == f"cos(blocks.{l}.hook_mlp_out, blocks.{l}.mlp.hook_in)"
+        raw = df[(df.layer == l) & (df.metric == "rho_mlp")].iloc[0]["mean"]
+        assert abs(raw - row["mean"]) > 1e-4  # the gain and the attention update make them differ
+    assert "mlp_in=blocks.{l}.mlp input" in df.hook_sites.iloc[0]
+    hooks_left = sum(len(m._forward_hooks) + len(m._forward_pre_hooks) for m in model.modules())
+    assert hooks_left == 0, "a backend left hooks on the model"
+
+
+def test_default_table_is_unchanged_by_the_options():
+    model, toks = tiny_model(), tiny_tokens()
+    df = probes.probe_model(model, [toks], backend="torch")
+    assert set(df.metric) == set(METRIC_NAMES) and "rho_mlp_normed" not in METRIC_NAMES
+    assert not {"reference_mode", "excluded_dims", "exclude_massive_dims"} & set(df.columns)
+    assert "mlp_in" not in df.hook_sites.iloc[0]
+    with pytest.raises(ValueError, match="reference='cooked'"):
+        probes.probe_model(model, [toks], reference="cooked")
+    for bad in (0, -2, [3, -1], "7", True):
+        with pytest.raises(ValueError, match="exclude"):
+            probes.probe_model(model, [toks], exclude_massive_dims=bad)
+    with pytest.raises(ValueError, match="out of range for d_model=32"):
+        probes.probe_model(model, [toks], exclude_massive_dims=[40])
+
+
+@pytest.mark.parametrize("backend", probes.BACKENDS)
+def test_given_excluded_dims_are_zeroed_in_every_operand(backend):
+    model, toks = tiny_model_with_gains(), tiny_tokens()
+    before = probes.probe_model(model, [toks], backend="hookpoints", metrics=("rho_mlp",))
+    df = probes.probe_model(model, [toks], backend=backend, exclude_massive_dims=[7, 3], reference="normed")
+    keep = [d for d in range(32) if d not in (3, 7)]
+    for l, a in enumerate(naive_layer_acts(model, toks)):
+        kept = {s: v[..., keep] for s, v in a.items()}
+        want = {**naive_metrics(kept), "rho_mlp_normed": F.cosine_similarity(
+            kept["mlp_out"].double(), kept["mlp_in"].double(), dim=-1)}
+        for metric, values in want.items():
+            row = df[(df.layer == l) & (df.metric == metric)].iloc[0]
+            assert row["mean"] == pytest.approx(values[:, 1:].mean().item(), abs=1e-6), (backend, l, metric)
+            assert row.reference.endswith("excluding d_model dims [3, 7]")
+    assert set(df.excluded_dims) == {"[3, 7]"} and set(df.exclude_massive_dims) == {"given"}
+    after = probes.probe_model(model, [toks], backend="hookpoints", metrics=("rho_mlp",))
+    pd.testing.assert_series_equal(before["mean"], after["mean"])  # zeroing never touched the model's tensors
+
+
+def test_exclude_massive_dims_k_finds_a_planted_dimension_on_a_first_pass():
+    model, toks = tiny_model_with_gains(massive_dim=5), tiny_tokens()
+    batches = [toks[:1], toks[1:]]
+    scale = probes.residual_abs_mean(model, batches)
+    acts = naive_layer_acts(model, toks)
+    want = torch.stack([a["resid_pre"][:, 1:].abs().double().mean((0, 1)) for a in acts])  # [layer, d_model]
+    torch.testing.assert_close(scale, want, rtol=1e-6, atol=1e-9)
+    assert probes.massive_dims(model, batches, k=1) == [5]
+    measured = probes.probe_model(model, iter(batches), backend="torch", exclude_massive_dims=1)  # an iterator: read twice
+    given = probes.probe_model(model, batches, backend="torch", exclude_massive_dims=[5])
+    plain = probes.probe_model(model, batches, backend="torch")
+    assert set(measured.excluded_dims) == {"[5]"} and set(measured.exclude_massive_dims) == {1}
+    assert float(measured.excluded_dims_mean_abs.iloc[0].strip("[]")) > 10 * measured.median_dim_mean_abs.iloc[0]
+    assert measured["mean"].tolist() == pytest.approx(given["mean"].tolist(), abs=1e-7)
+    # the planted constant dominates the raw stream: block_influence ~ 0 with it, clearly not without it
+    bi = lambda d: d[d.metric == "block_influence"]["mean"].to_numpy()  # noqa: E731
+    assert (bi(plain) < bi(measured)).all()
+
+
+# --------------------------------------------------------------------------------------------------
 # probe(): checkpoint dirs, text contract, table, save, CLI
 # --------------------------------------------------------------------------------------------------
 
@@ -434,6 +532,29 @@ def test_smollm2_streaming_equals_naive_full_activations(smol, smol_batches, smo
     streamed = table_means(smol_tables["torch"])
     for key, chunks in values.items():
         assert streamed[key] == pytest.approx(torch.cat(chunks).mean().item(), abs=1e-5), key
+
+
+@pytest.mark.integration
+def test_smollm2_rho_mlp_normed_backends_agree_with_post_attention_layernorm_output(smol, smol_batches):
+    """On Llama the MLP reads post_attention_layernorm(resid_mid); every backend must find that input."""
+    tables = {b: probes.probe_model(smol, smol_batches[:1], backend=b, metrics=("rho_mlp_normed",))
+              for b in ("torch", "transformer_lens", "nnsight")}
+    layers = smol.model.model.layers
+    acts: dict[tuple[int, str], torch.Tensor] = {}
+    handles = [h for l, layer in enumerate(layers) for h in (
+        layer.post_attention_layernorm.register_forward_hook(lambda m, a, o, l=l: acts.__setitem__((l, "in"), o)),
+        layer.mlp.register_forward_hook(lambda m, a, o, l=l: acts.__setitem__((l, "out"), o)))]
+    try:
+        with torch.no_grad():
+            smol.model(smol_batches[0])
+    finally:
+        for h in handles:
+            h.remove()
+    for backend, df in tables.items():
+        got = table_means(df)
+        for l in range(len(layers)):
+            want = F.cosine_similarity(acts[(l, "out")].double(), acts[(l, "in")].double(), dim=-1)[:, 1:].mean()
+            assert got[(l, "rho_mlp_normed")] == pytest.approx(want.item(), abs=1e-5), (backend, l)
 
 
 @pytest.mark.integration

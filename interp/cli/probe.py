@@ -34,6 +34,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--dtype", choices=("float32", "float64"), default="float32",
                         help="precision of the metric math (the model runs in its own dtype)")
     parser.add_argument("--metrics", default=None, metavar="M[,M]", help="subset of metrics; default: all")
+    parser.add_argument("--reference", default="raw",
+                        help="raw (default) | normed: also rho_mlp_normed, the cosine with the MLP's normalised input")
+    parser.add_argument("--exclude-massive-dims", default=None, metavar="K|D[,D]",
+                        help="zero residual dims in every cosine: K = the K of largest mean |resid_pre| "
+                             "(measured on a first pass), or a comma list of dims")
     parser.add_argument("--tokenizer", default=None,
                         help="tokenizer for interp.data.get_tokenizer, overriding the model's own")
     parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's)")
@@ -51,11 +56,23 @@ def probe_kwargs(args: argparse.Namespace) -> dict[str, Any]:
                                   batch_size=args.batch_size, backend=args.backend, positions=args.positions,
                                   prepend_bos=args.prepend_bos, dtype=args.dtype)
     kwargs["metrics"] = tuple(m.strip() for m in args.metrics.split(",") if m.strip()) if args.metrics else METRIC_NAMES
+    kwargs["reference"] = args.reference
+    kwargs["exclude_massive_dims"] = parse_dims(args.exclude_massive_dims)
     if args.tokenizer:
         from interp.data import get_tokenizer
 
         kwargs["tokenizer"] = get_tokenizer(args.tokenizer)
     return kwargs
+
+
+def parse_dims(spec: str | None) -> int | list[int] | None:
+    """--exclude-massive-dims: "3" -> 3 (measure the top 3), "17,247,507" -> [17, 247, 507]."""
+    if spec is None:
+        return None
+    parts = [p.strip() for p in spec.split(",") if p.strip()]
+    if not parts or not all(p.isdigit() for p in parts):
+        raise ValueError(f"--exclude-massive-dims {spec!r}: give K (e.g. 3) or a comma list of dims (e.g. 17,247,507)")
+    return int(parts[0]) if len(parts) == 1 and "," not in spec else [int(p) for p in parts]
 
 
 def default_out(model: str) -> Path:
