@@ -20,7 +20,7 @@ figures: setup
 	$(VENV)/bin/interp figures --recompute
 
 bench: setup
-	$(PY) benchmarks/run_all.py
+	$(PY) benchmarks/run_all.py --write
 
 clean:
 	rm -rf $(VENV) .cache build *.egg-info

@@ -1,0 +1,122 @@
+"""Training tokens/s per token mixer: tapered (cosine 1.5->0.5) vs uniform at the same parameter budget.
+
+For each mixer of analyses.architectures.MIXERS (Transformer++ attention, Gated Attention,
+Hope-attention, Titans MAG) two models of the `tiny` preset shape, uniform and cosine 1.5->0.5, train
+side by side: blocks of optimizer steps alternate between them in ABBA order (common.interleave) on
+the same batches, so load drift hits both alike and the tapered/uniform ratio per block pair is the
+number to read. Taper only moves MLP width between layers (equal parameters and matmul FLOPs), so the
+ratio should be ~1 for every mixer; the mixers' absolute rates differ by ~10x (docs/mixers.md, "Cost").
+
+The training step is bench_train's BareTrainer (Trainer's forward/backward, grad clip, AdamW, lr
+schedule; no logging, eval or checkpoints). Tokens are random ids (throughput does not depend on the
+text), so no corpus or tokenizer is needed. Mixers are measured one after another (two models in
+memory at a time): compare absolute rates across mixers only within one load level.
+`--quick` uses the `micro` preset shape (seconds). On a loaded machine pass `--threads 1`: the memory
+mixers' many small ops slow down sharply with two contended threads.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a file: make `benchmarks` and `interp` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import argparse
+
+import torch
+
+from analyses.architectures import ARCHITECTURE_NAMES, BASELINE, MIXERS, TAPERED
+from benchmarks.bench_train import BareTrainer, synthetic_data, tokens_per_step
+from benchmarks.common import Report, Spread, command_line, finish, interleave, paired_ratios, parse_args, set_threads
+from interp.data import TokenData
+from interp.model import param_counts
+from interp.train import TrainConfig
+
+NAME = "bench_mixers"
+TITLE = "Training throughput per token mixer, tapered vs uniform (bench_mixers)"
+
+# real: the tiny shape (Titans ~25 s per 8 x 256 step on one loaded core: ~5 min for its 10 steps);
+# quick: micro shape, seconds.
+SIZES = {
+    "real": dict(preset="tiny", blocks=4, block_steps=1),
+    "quick": dict(preset="micro", blocks=2, block_steps=1),
+}
+LABELS = {"uniform": BASELINE, TAPERED.label: TAPERED}
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--mixers", default=",".join(MIXERS), help=f"comma-separated mixers (default {','.join(MIXERS)})")
+    p.add_argument("--n-ctx", type=int, help="sequence length (default: the preset's; 256 for tiny)")
+    p.add_argument("--blocks", type=int,
+                   help="timed blocks per model after one warm-up block (default: 4 real, 2 quick)")
+
+
+def mixer_configs(base: TrainConfig, mixer: str) -> dict[str, TrainConfig]:
+    """{label: TrainConfig} of the uniform and tapered model of one mixer."""
+    return {label: base.with_overrides(mixer=mixer, width=spec) for label, spec in LABELS.items()}
+
+
+def bench_mixer(report: Report, base: TrainConfig, data: TokenData, mixer: str, blocks: int, k: int) -> dict:
+    """Interleaved tokens/s of one mixer's two models on the same batches; one table row."""
+    configs = mixer_configs(base, mixer)
+    runners = {label: BareTrainer(cfg, data.vocab_size) for label, cfg in configs.items()}
+    gen = torch.Generator().manual_seed(base.seed + 1)
+    # one list of k batches per block (the warm-up block has its own), shared by both models
+    batches = [[data.sample_batch("train", base.batch_size, base.n_ctx, gen) for _ in range(k)]
+               for _ in range(blocks + 1)]
+    state = {label: 0 for label in runners}
+
+    def block(label: str):
+        def run() -> None:
+            i = state[label]
+            for j, batch in enumerate(batches[i]):
+                runners[label].step(batch, i * k + j)
+            state[label] = i + 1
+        return run
+
+    times = interleave({label: block(label) for label in runners}, reps=blocks, warmup=1)
+    tps = {label: [k * tokens_per_step(base) / t for t in ts] for label, ts in times.items()}
+    uniform, tapered = (Spread.of(tps[label]) for label in LABELS)
+    ratio = Spread.of(paired_ratios(tps[TAPERED.label], tps["uniform"]))
+    numel = {label: sum(p.numel() for p in r.model.parameters()) for label, r in runners.items()}
+    analytic = {label: param_counts(cfg.model_config(data.vocab_size))["total"] for label, cfg in configs.items()}
+    equal = len(set(numel.values())) == 1 and numel == analytic
+    report.check(f"{mixer}: tapered / uniform tokens/s", ratio.fmt(), "0.95 - 1.05", 0.95 <= ratio.median <= 1.05)
+    return {"mixer": mixer, "architecture": ARCHITECTURE_NAMES.get(mixer, mixer), "params": numel["uniform"],
+            "uniform tok/s": uniform.fmt(",.0f"), "tapered tok/s": tapered.fmt(",.0f"),
+            "ratio tapered/uniform": ratio.fmt(), "params equal?": "yes" if equal else f"NO {numel}"}
+
+
+def main(argv: Sequence[str] | None = None, command: str | None = None) -> str:
+    args = parse_args(NAME, __doc__.splitlines()[0], argv, add_arguments)
+    set_threads(args.threads)
+    size = SIZES["quick" if args.quick else "real"]
+    mixers = [m.strip() for m in args.mixers.split(",") if m.strip()]
+    blocks = args.blocks or size["blocks"]
+    if blocks < 1 or (args.n_ctx is not None and args.n_ctx < 1):
+        raise SystemExit(f"benchmarks/{NAME}.py: --blocks and --n-ctx must be >= 1")
+    report = Report(NAME, TITLE, command or command_line(NAME, argv), args.quick)
+    base = TrainConfig.from_preset(size["preset"], threads=args.threads, progress=False, dtype="fp32",
+                                   **({"n_ctx": args.n_ctx} if args.n_ctx else {}))
+    data = synthetic_data(base.vocab_size)
+    report.section("Tokens/s per mixer, uniform vs cosine 1.5->0.5, same batches")
+    rows = []
+    for mixer in mixers:
+        print(f"[{NAME}] {mixer} ...", file=sys.stderr, flush=True)
+        rows.append(bench_mixer(report, base, data, mixer, blocks, size["block_steps"]))
+    report.table(rows)
+    report.note(f"Shape: preset `{size['preset']}` (d_model {base.d_model}, {base.n_layers} layers, "
+                f"{base.n_heads} heads, "
+                f"mean d_ff {base.d_ff}), batch {base.batch_size} x n_ctx {base.n_ctx}, vocab {data.vocab_size} "
+                f"(random tokens), fp32, default mixer_options. Per mixer: {blocks} interleaved blocks of "
+                f"{size['block_steps']} step(s) per model after 1 warm-up block; cells are median [IQR] over blocks; "
+                "the ratio is per block pair. 'params equal?': numel of both models equal each other and "
+                "interp.model.param_counts.")
+    return finish(report, args.write)
+
+
+if __name__ == "__main__":
+    main()
