@@ -39,6 +39,7 @@ from torch import Tensor, nn
 from transformer_lens import HookedRootModule
 from transformer_lens.hook_points import HookPoint
 
+from interp.config_io import reject_unknown_keys
 from interp.mixers import MIXERS
 
 ReturnType = Literal["logits", "loss", "both"]
@@ -73,10 +74,7 @@ class ModelConfig:
     @classmethod
     def from_dict(cls, d: dict) -> ModelConfig:
         """Inverse of to_dict; rejects unknown keys (a typo would otherwise silently use a default)."""
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise ValueError(f"ModelConfig.from_dict: unknown keys {unknown}; known keys are {sorted(known)}")
+        reject_unknown_keys(cls, d)
         cfg = cls(**{**d, "d_mlp": list(d.get("d_mlp", []))})
         cfg.validate()
         return cfg

@@ -16,7 +16,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from interp.plots import _require_columns, _styled, color_for
-from interp.plots_experiments import _error
+from interp.plots_experiments import _error, annotate_ours_vs_paper
 
 ARCH_COLUMNS = ("mixer", "architecture", "variant", "label", "n_seeds", "params", "val_ppl_mean",
                 "val_ppl_ci_low", "val_ppl_ci_high", "rel_val_ppl_pct_mean", "rel_val_ppl_pct_ci_low",
@@ -82,12 +82,7 @@ def _plot_change(ax: Axes, summary: pd.DataFrame, mixers: list[str]) -> None:
         ax.scatter(x + 0.1, paper, s=70, marker="D", facecolors="none", edgecolors=color, linewidths=1.5,
                    zorder=3, label="paper, 760M (WikiText)")
     for xi, ours, theirs in zip(x, mean, paper):
-        if np.isfinite(ours):
-            ax.annotate(f"{ours:+.1f}%", (xi - 0.1, ours), xytext=(-6, 0), textcoords="offset points",
-                        ha="right", va="center", fontsize=8)
-        if np.isfinite(theirs):
-            ax.annotate(f"{theirs:+.1f}%", (xi + 0.1, theirs), xytext=(6, 0), textcoords="offset points",
-                        ha="left", va="center", fontsize=8, color="dimgray")
+        annotate_ours_vs_paper(ax, xi, ours, theirs)
     names = summary.groupby("mixer")["architecture"].first()
     ax.set_xticks(x, [str(names[m]).replace(" ", "\n", 1) for m in mixers])
     ax.set_xlim(-0.6, len(mixers) - 0.4)

@@ -70,12 +70,7 @@ def plot_group_ablation(summary: pd.DataFrame, runs: pd.DataFrame | None = None)
                                      summary["paper_rel_val_ppl_pct"]):
         if name == "uniform":  # the baseline is 0 by definition
             continue
-        if np.isfinite(ours):
-            ax_rel.annotate(f"{ours:+.1f}%", (xi - 0.1, ours), xytext=(-6, 0), textcoords="offset points",
-                            ha="right", va="center", fontsize=8)
-        if np.isfinite(paper):
-            ax_rel.annotate(f"{paper:+.1f}%", (xi + 0.1, paper), xytext=(6, 0), textcoords="offset points",
-                            ha="left", va="center", fontsize=8, color="dimgray")
+        annotate_ours_vs_paper(ax_rel, xi, ours, paper)
     ax_rel.set_xticks(x, summary["label"])
     ax_rel.set_xlim(-0.6, len(x) - 0.4)
     ax_rel.set_ylabel("val perplexity vs uniform (%)")
@@ -84,6 +79,16 @@ def plot_group_ablation(summary: pd.DataFrame, runs: pd.DataFrame | None = None)
     ax_rel.grid(axis="x", visible=False)
     fig.suptitle("Layer-group ablation (paper Figure 2): where should the MLP width go?")
     return fig
+
+
+def annotate_ours_vs_paper(ax, x: float, ours: float, paper: float, offset: float = 0.1) -> None:
+    """Label a pair of side-by-side points at x -/+ offset with their % values (ours left, paper right, grey)."""
+    if np.isfinite(ours):
+        ax.annotate(f"{ours:+.1f}%", (x - offset, ours), xytext=(-6, 0), textcoords="offset points",
+                    ha="right", va="center", fontsize=8)
+    if np.isfinite(paper):
+        ax.annotate(f"{paper:+.1f}%", (x + offset, paper), xytext=(6, 0), textcoords="offset points",
+                    ha="left", va="center", fontsize=8, color="dimgray")
 
 
 def _pair_label(start: float, end: float) -> str:

@@ -571,20 +571,29 @@ def _run_torch(target: _Target, batches: Iterable, acc: NoveltyAccumulator, posi
                 fn = reader(layer, s.site, s.kind)
                 handles.append(module.register_forward_pre_hook(fn, with_kwargs=True) if s.kind == "input"
                                else module.register_forward_hook(fn))
-        device = _model_device(target.root)
-        for batch in batches:
-            ids, attn = _batch_parts(batch)
-            ids = ids.to(device)
-            acc.begin_batch(position_mask(ids, positions, attn))
-            kwargs = {} if attn is None or _is_hooked_root(target.root) else {"attention_mask": attn.to(device)}
-            try:
-                target.root(ids, **kwargs)
-            except _StopForward:
-                pass
-            acc.end_batch()
+        pass_mask = not _is_hooked_root(target.root)
+        _drive(batches, acc, positions, _model_device(target.root),
+               lambda ids, attn: target.root(ids, **({"attention_mask": attn} if pass_mask and attn is not None
+                                                      else {})))
     finally:
         for h in handles:
             h.remove()
+
+
+def _drive(batches: Iterable, acc: NoveltyAccumulator, positions: str, device: torch.device,
+           forward: Callable[[Tensor, Tensor | None], Any]) -> None:
+    """The batch loop every hook backend shares: mask positions, run the forward (whose hooks feed
+    `acc` and stop it after the last layer), close the batch."""
+    for batch in batches:
+        ids, attn = _batch_parts(batch)
+        ids = ids.to(device)
+        attn = attn.to(device) if attn is not None else None
+        acc.begin_batch(position_mask(ids, positions, attn))
+        try:
+            forward(ids, attn)
+        except _StopForward:
+            pass
+        acc.end_batch()
 
 
 def _run_hooked(model: Any, batches: Iterable, acc: NoveltyAccumulator, positions: str) -> None:
@@ -606,19 +615,12 @@ def _run_hooked(model: Any, batches: Iterable, acc: NoveltyAccumulator, position
         else:  # TaperedLM: no HookPoint after ln2's gain; a pre-hook on the MLP module reads its input
             handles = [m.register_forward_pre_hook(lambda mod, args, l=l: acc.feed(l, "mlp_in", args[0]))
                        for l, m in enumerate(_hooked_mlp_modules(model, n))]
-    device = _model_device(model)
+    # a bridge forwards attention_mask to the HF model; our TaperedLM has none (right padding only)
+    pass_mask = _is_bridge(model)
     try:
-        for batch in batches:
-            ids, attn = _batch_parts(batch)
-            ids = ids.to(device)
-            acc.begin_batch(position_mask(ids, positions, attn))
-            # a bridge forwards attention_mask to the HF model; our TaperedLM has none (right padding only)
-            kwargs = {"attention_mask": attn.to(device)} if attn is not None and _is_bridge(model) else {}
-            try:
-                model.run_with_hooks(ids, fwd_hooks=hooks, **kwargs)
-            except _StopForward:
-                pass
-            acc.end_batch()
+        _drive(batches, acc, positions, _model_device(model),
+               lambda ids, attn: model.run_with_hooks(
+                   ids, fwd_hooks=hooks, **({"attention_mask": attn} if pass_mask and attn is not None else {})))
     finally:
         for h in handles:
             h.remove()

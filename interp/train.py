@@ -37,6 +37,7 @@ import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel
 
 from interp import checkpoints
+from interp.config_io import reject_unknown_keys
 from interp.data import TokenData, prepare_tokens
 from interp.model import ModelConfig, TaperedLM, flops_per_token, param_counts, training_flops_per_token
 from interp.paths import CONFIG_FILE, LOG_FILE, RESULT_FILE, TRAIN_STATE_FILE
@@ -109,10 +110,7 @@ class TrainConfig:
     @classmethod
     def from_dict(cls, d: dict) -> TrainConfig:
         """Inverse of to_dict; unknown keys are an error (a typo must not silently use a default)."""
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise ValueError(f"TrainConfig.from_dict: unknown keys {unknown}; known keys: {sorted(known)}")
+        reject_unknown_keys(cls, d)
         return cls(**d)
 
     def with_overrides(self, **overrides) -> TrainConfig:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 import os
-import random
 import shutil
 import socket
 import subprocess
@@ -23,9 +22,8 @@ from interp import batch, probes
 from interp.cli import main
 from interp.paths import CONFIG_FILE, REPO_ROOT, WEIGHTS_FILE
 from interp.train import TrainConfig, Trainer
+from tests.corpus import private_cache, write_corpus
 
-WORDS = ("the cat dog bird sat ran flew on over under a an big small red green old house tree river "
-         "and with then because she he they saw found").split()
 STEPS = [2, 4, 6, 8]
 SETTINGS = dict(tokens=64, seq_len=32, batch_size=2, metrics=("rho_mlp", "rho_block"), progress=False)
 VALUE_COLUMNS = ["path", "run", "step", "status", "key", "layer", "metric", "mean", "std", "q50", "n_tokens"]
@@ -35,26 +33,15 @@ VALUE_COLUMNS = ["path", "run", "step", "status", "key", "layer", "metric", "mea
 def env(tmp_path_factory):
     """(corpus dir, run dir, text file, environment for subprocesses) with a private cache."""
     root = tmp_path_factory.mktemp("batch")
-    corpus = root / "corpus"
-    corpus.mkdir()
-    rng = random.Random(0)
-    for i in range(24):
-        sentences = (" ".join(rng.choice(WORDS) for _ in range(rng.randint(4, 10))).capitalize() + "."
-                     for _ in range(40))
-        (corpus / f"doc{i:02d}.txt").write_text(" ".join(sentences))
-    old = os.environ.get("INTERP_CACHE_DIR")
-    os.environ["INTERP_CACHE_DIR"] = str(root / "cache")
-    run_dir = root / "runs" / "micro-uniform"
-    cfg = TrainConfig.from_preset("micro", source=str(corpus), val_fraction=0.25, out_dir=str(run_dir), threads=1,
-                                  ckpt_interval=2, keep_step_checkpoints=True, progress=False)
-    assert Trainer(cfg).run()["status"] == "done"
-    text = root / "text.txt"
-    text.write_text((corpus / "doc00.txt").read_text() * 3)
-    yield corpus, run_dir, text, {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO_ROOT)}
-    if old is None:
-        os.environ.pop("INTERP_CACHE_DIR", None)
-    else:
-        os.environ["INTERP_CACHE_DIR"] = old
+    corpus = write_corpus(root / "corpus", n_docs=24, sentences=40)
+    with private_cache(root / "cache"):
+        run_dir = root / "runs" / "micro-uniform"
+        cfg = TrainConfig.from_preset("micro", source=str(corpus), val_fraction=0.25, out_dir=str(run_dir),
+                                      threads=1, ckpt_interval=2, keep_step_checkpoints=True, progress=False)
+        assert Trainer(cfg).run()["status"] == "done"
+        text = root / "text.txt"
+        text.write_text((corpus / "doc00.txt").read_text() * 3)
+        yield corpus, run_dir, text, {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO_ROOT)}
 
 
 def copy_run(env, tmp_path: Path, name: str = "micro-uniform") -> Path:

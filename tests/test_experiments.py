@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import random
 from pathlib import Path
 
 import numpy as np
@@ -29,6 +27,7 @@ from interp.paths import RESULT_FILE
 from interp.presets import PRESETS
 from interp.schedules import WidthSpec
 from interp.train import TrainConfig, Trainer
+from tests.corpus import private_cache, write_corpus
 
 WORDS = "the cat dog sat ran on over a big small red old house tree river and with then she saw".split()
 
@@ -37,22 +36,12 @@ WORDS = "the cat dog sat ran on over a big small red old house tree river and wi
 def corpus(tmp_path_factory):
     """(corpus folder, TokenData) with a private INTERP_CACHE_DIR for the module."""
     root = tmp_path_factory.mktemp("experiments")
-    folder = root / "corpus"
-    folder.mkdir()
-    rng = random.Random(0)
-    for i in range(24):
-        text = " ".join(" ".join(rng.choice(WORDS) for _ in range(8)).capitalize() + "." for _ in range(40))
-        (folder / f"doc{i:02d}.txt").write_text(text)
-    old = os.environ.get("INTERP_CACHE_DIR")
-    os.environ["INTERP_CACHE_DIR"] = str(root / "cache")
-    from interp.data import prepare_tokens
+    folder = write_corpus(root / "corpus", n_docs=24, sentences=40, words=WORDS, sentence_len=8)
+    with private_cache(root / "cache"):
+        from interp.data import prepare_tokens
 
-    data = prepare_tokens(str(folder), "bpe", PRESETS["micro"]["vocab_size"], val_fraction=0.25)
-    yield folder, data
-    if old is None:
-        os.environ.pop("INTERP_CACHE_DIR", None)
-    else:
-        os.environ["INTERP_CACHE_DIR"] = old
+        data = prepare_tokens(str(folder), "bpe", PRESETS["micro"]["vocab_size"], val_fraction=0.25)
+        yield folder, data
 
 
 def micro_overrides(folder: Path) -> dict:

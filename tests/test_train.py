@@ -8,7 +8,6 @@ import dataclasses
 import json
 import math
 import os
-import random
 import signal
 import socket
 import subprocess
@@ -28,33 +27,21 @@ from interp.paths import CONFIG_FILE, LOG_FILE, REPO_ROOT, RESULT_FILE, TRAIN_ST
 from interp.presets import PRESETS
 from interp.schedules import WidthSpec
 from interp.train import TrainConfig, Trainer, config_diff, lr_at
+from tests.corpus import private_cache, write_corpus
 
 PYTHON = sys.executable
-WORDS = ("the cat dog bird sat ran flew on over under a an big small red green old house tree river "
-         "and with then because she he they saw found").split()
 
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory):
     """A 40-document synthetic corpus and a private cache; returns (corpus path, env dict, TokenData)."""
     root = tmp_path_factory.mktemp("train")
-    corpus = root / "corpus"
-    corpus.mkdir()
-    rng = random.Random(0)
-    for i in range(40):
-        sentences = (" ".join(rng.choice(WORDS) for _ in range(rng.randint(4, 10))).capitalize() + "."
-                     for _ in range(60))
-        (corpus / f"doc{i:02d}.txt").write_text(" ".join(sentences))
-    old = os.environ.get("INTERP_CACHE_DIR")
-    os.environ["INTERP_CACHE_DIR"] = str(root / "cache")
-    from interp.data import prepare_tokens
+    corpus = write_corpus(root / "corpus", n_docs=40, sentences=60)
+    with private_cache(root / "cache"):
+        from interp.data import prepare_tokens
 
-    data = prepare_tokens(str(corpus), "bpe", PRESETS["micro"]["vocab_size"], val_fraction=0.25)
-    yield corpus, {**os.environ, "OMP_NUM_THREADS": "1"}, data
-    if old is None:
-        os.environ.pop("INTERP_CACHE_DIR", None)
-    else:
-        os.environ["INTERP_CACHE_DIR"] = old
+        data = prepare_tokens(str(corpus), "bpe", PRESETS["micro"]["vocab_size"], val_fraction=0.25)
+        yield corpus, {**os.environ, "OMP_NUM_THREADS": "1"}, data
 
 
 def micro(env, out: Path, **overrides) -> TrainConfig:
