@@ -92,6 +92,7 @@ PAPER_NOTE = ("paper (760M and 1.3B, cosine 1.5->0.5 vs uniform, 4 architectures
 CPU_BUDGETS: dict[str, dict[str, Any]] = {
     "tiny": dict(steps=60, n_ctx=128, warmup_steps=10, eval_interval=60, ckpt_interval=20, threads=1),
 }
+BUDGETS = ("cpu", "preset")  # Config.budget: CPU_BUDGETS where the preset has one, or the preset's own settings
 # Training tokens/s per mixer at the tiny CPU budget (1 thread, 8 x 128, load 6-7): estimate_minutes' default.
 MEASURED_TOKENS_PER_S = {"attention": 926.0, "gated_attention": 926.0, "hope_attention": 387.0, "titans": 81.0}
 
@@ -107,9 +108,10 @@ class Config:
     only: tuple[str, ...] = ()       # subset of width-variant names ("uniform", "cosine-1.5-0.5")
     # TrainConfig fields shared by every run; they win over CPU_BUDGETS (e.g. {"n_ctx": 256, "threads": 2}).
     overrides: dict[str, Any] = field(default_factory=dict)
-    # Per mixer ModelConfig.mixer_options, e.g. {"titans": {"chunk_size": 64}}: needs a TrainConfig field
-    # `mixer_options` (not there yet; a non-empty entry then raises a ValueError saying so).
+    # Per mixer ModelConfig.mixer_options (TrainConfig.mixer_options), e.g. {"titans": {"chunk_size": 64}}.
     mixer_options: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # "cpu": CPU_BUDGETS[preset] where the preset has one; "preset": the preset's own steps, n_ctx, ... (GPU)
+    budget: str = "cpu"
 
 
 # -------------------------------------------------------------------------------------- experiments
@@ -145,7 +147,9 @@ def shared_overrides(cfg: Config) -> dict[str, Any]:
     if "mixer" in cfg.overrides:
         raise ValueError("Config.overrides may not set 'mixer': the comparison sets it per experiment "
                          "(choose mixers with Config.mixers / --mixers)")
-    budget = CPU_BUDGETS.get(cfg.preset, {})
+    if cfg.budget not in BUDGETS:
+        raise ValueError(f"Config.budget={cfg.budget!r}: choose from {', '.join(BUDGETS)}")
+    budget = CPU_BUDGETS.get(cfg.preset, {}) if cfg.budget == "cpu" else {}
     overrides = {**budget, **cfg.overrides}
     if cfg.steps is not None:
         overrides["steps"] = cfg.steps
@@ -155,16 +159,10 @@ def shared_overrides(cfg: Config) -> dict[str, Any]:
 
 
 def mixer_overrides(cfg: Config, mixer: str) -> dict[str, Any]:
-    """shared_overrides plus the mixer (and its mixer_options, where TrainConfig can carry them)."""
+    """shared_overrides plus the mixer and its mixer_options."""
     overrides = {**shared_overrides(cfg), "mixer": mixer}
     options = cfg.mixer_options.get(mixer)
     if options:
-        from interp.train import TrainConfig
-
-        if "mixer_options" not in {f.name for f in dataclasses.fields(TrainConfig)}:
-            raise ValueError(f"Config.mixer_options[{mixer!r}]={options}: interp.train.TrainConfig has no "
-                             "`mixer_options` field to pass it to ModelConfig yet; add it (and pass it in "
-                             "TrainConfig.model_config), or drop the entry to train the default memory")
         overrides["mixer_options"] = dict(options)
     return overrides
 
@@ -180,10 +178,16 @@ def experiments(cfg: Config) -> list:
         raise ValueError(f"Config.seeds must be >= 1, got {cfg.seeds}")
     _check_mixers(cfg)
     root = Path(cfg.root)
-    root = (root if root.is_absolute() else REPO_ROOT / root) / (cfg.name or f"{NAME}-{cfg.preset}")
+    root = (root if root.is_absolute() else REPO_ROOT / root) / (cfg.name or default_name(cfg))
     variants = width_variants(cfg.only)
     return [Experiment(name=mixer, preset=cfg.preset, variants=variants, seeds=list(range(cfg.seeds)), root=root,
                        overrides=mixer_overrides(cfg, mixer)) for mixer in cfg.mixers]
+
+
+def default_name(cfg: Config) -> str:
+    """architectures-<preset>, with "-full" where a CPU budget exists but the preset's own is used."""
+    full = cfg.budget == "preset" and cfg.preset in CPU_BUDGETS
+    return f"{NAME}-{cfg.preset}" + ("-full" if full else "")
 
 
 def experiment(cfg: Config) -> list:
@@ -319,13 +323,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_experiment_arguments(p, seeds=2)
     p.add_argument("--mixers", default=",".join(MIXERS),
                    help=f"comma-separated token mixers to compare (default {','.join(MIXERS)})")
+    p.add_argument("--budget", choices=BUDGETS, default="cpu",
+                   help="cpu: the reduced CPU budget where the preset has one (CPU_BUDGETS, default); "
+                        "preset: the preset's own steps and n_ctx (on a GPU); runs go to architectures-<preset>-full")
 
 
 def config_from_args(args: argparse.Namespace, command: str) -> Config:
     from interp.cli.sweep import config_from_args as shared_config
 
     mixers = tuple(m.strip() for m in args.mixers.split(",") if m.strip())
-    return dataclasses.replace(shared_config(sys.modules[__name__], args, command), mixers=mixers)
+    return dataclasses.replace(shared_config(sys.modules[__name__], args, command), mixers=mixers,
+                               budget=args.budget)
 
 
 def run_cli(args: argparse.Namespace, command: str = "interp ablate architectures") -> int:

@@ -13,6 +13,8 @@ text), so no corpus or tokenizer is needed. Mixers are measured one after anothe
 memory at a time): compare absolute rates across mixers only within one load level.
 `--quick` uses the `micro` preset shape (seconds). On a loaded machine pass `--threads 1`: the memory
 mixers' many small ops slow down sharply with two contended threads.
+`--device cuda --dtype bf16` measures on a GPU (its own RESULTS.md section, bench_mixers_cuda); each
+step ends in `loss.item()`, which waits for the GPU, so wall time per block is GPU time.
 """
 
 from __future__ import annotations
@@ -52,6 +54,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--n-ctx", type=int, help="sequence length (default: the preset's; 256 for tiny)")
     p.add_argument("--blocks", type=int,
                    help="timed blocks per model after one warm-up block (default: 4 real, 2 quick)")
+    p.add_argument("--block-steps", type=int, help="optimizer steps per block (default 1)")
+    p.add_argument("--preset", help="model shape (default: tiny; micro with --quick)")
+    p.add_argument("--batch-size", type=int, help="sequences per step (default: the preset's)")
+    p.add_argument("--device", default="cpu", help="cpu (default) or cuda")
+    p.add_argument("--dtype", choices=("fp32", "bf16"), default="fp32", help="fp32 (default) or bf16 autocast")
 
 
 def mixer_configs(base: TrainConfig, mixer: str) -> dict[str, TrainConfig]:
@@ -59,10 +66,11 @@ def mixer_configs(base: TrainConfig, mixer: str) -> dict[str, TrainConfig]:
     return {label: base.with_overrides(mixer=mixer, width=spec) for label, spec in LABELS.items()}
 
 
-def bench_mixer(report: Report, base: TrainConfig, data: TokenData, mixer: str, blocks: int, k: int) -> dict:
+def bench_mixer(report: Report, base: TrainConfig, data: TokenData, mixer: str, blocks: int, k: int,
+                device: str = "cpu", bf16: bool = False) -> dict:
     """Interleaved tokens/s of one mixer's two models on the same batches; one table row."""
     configs = mixer_configs(base, mixer)
-    runners = {label: BareTrainer(cfg, data.vocab_size) for label, cfg in configs.items()}
+    runners = {label: BareTrainer(cfg, data.vocab_size, bf16=bf16, device=device) for label, cfg in configs.items()}
     gen = torch.Generator().manual_seed(base.seed + 1)
     # one list of k batches per block (the warm-up block has its own), shared by both models
     batches = [[data.sample_batch("train", base.batch_size, base.n_ctx, gen) for _ in range(k)]
@@ -96,25 +104,34 @@ def main(argv: Sequence[str] | None = None, command: str | None = None) -> str:
     size = SIZES["quick" if args.quick else "real"]
     mixers = [m.strip() for m in args.mixers.split(",") if m.strip()]
     blocks = args.blocks or size["blocks"]
-    if blocks < 1 or (args.n_ctx is not None and args.n_ctx < 1):
-        raise SystemExit(f"benchmarks/{NAME}.py: --blocks and --n-ctx must be >= 1")
-    report = Report(NAME, TITLE, command or command_line(NAME, argv), args.quick)
-    base = TrainConfig.from_preset(size["preset"], threads=args.threads, progress=False, dtype="fp32",
-                                   **({"n_ctx": args.n_ctx} if args.n_ctx else {}))
-    data = synthetic_data(base.vocab_size)
+    block_steps = args.block_steps or size["block_steps"]
+    if min(blocks, block_steps, args.n_ctx or 1, args.batch_size or 1) < 1:
+        raise SystemExit(f"benchmarks/{NAME}.py: --blocks, --block-steps, --n-ctx and --batch-size must be >= 1")
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        raise SystemExit(f"benchmarks/{NAME}.py: --device {args.device}, but torch sees no CUDA device")
+    on_gpu = args.device != "cpu"
+    name, title = (f"{NAME}_cuda", f"{TITLE}, on a GPU") if on_gpu else (NAME, TITLE)
+    if args.preset:  # a non-default shape gets its own RESULTS.md section
+        name, title = f"{name}_{args.preset}", f"{title}, preset {args.preset}"
+    report = Report(name, title, command or command_line(NAME, argv), args.quick)
+    preset = args.preset or size["preset"]
+    shape = {k: v for k, v in (("n_ctx", args.n_ctx), ("batch_size", args.batch_size)) if v}
+    base = TrainConfig.from_preset(preset, threads=args.threads, progress=False, dtype=args.dtype, grad_accum=1,
+                                   **shape)
+    data = synthetic_data(base.vocab_size, n_tokens=max(50_000, 4 * base.batch_size * (base.n_ctx + 1)))
     report.section("Tokens/s per mixer, uniform vs cosine 1.5->0.5, same batches")
     rows = []
     for mixer in mixers:
-        print(f"[{NAME}] {mixer} ...", file=sys.stderr, flush=True)
-        rows.append(bench_mixer(report, base, data, mixer, blocks, size["block_steps"]))
+        print(f"[{name}] {mixer} ...", file=sys.stderr, flush=True)
+        rows.append(bench_mixer(report, base, data, mixer, blocks, block_steps, args.device, args.dtype == "bf16"))
     report.table(rows)
-    report.note(f"Shape: preset `{size['preset']}` (d_model {base.d_model}, {base.n_layers} layers, "
+    report.note(f"Shape: preset `{preset}` (d_model {base.d_model}, {base.n_layers} layers, "
                 f"{base.n_heads} heads, "
                 f"mean d_ff {base.d_ff}), batch {base.batch_size} x n_ctx {base.n_ctx}, vocab {data.vocab_size} "
-                f"(random tokens), fp32, default mixer_options. Per mixer: {blocks} interleaved blocks of "
-                f"{size['block_steps']} step(s) per model after 1 warm-up block; cells are median [IQR] over blocks; "
-                "the ratio is per block pair. 'params equal?': numel of both models equal each other and "
-                "interp.model.param_counts.")
+                f"(random tokens), {args.dtype} on {args.device}, default mixer_options. Per mixer: {blocks} "
+                f"interleaved blocks of {block_steps} step(s) per model after 1 warm-up block; cells are median "
+                "[IQR] over blocks; the ratio is per block pair. 'params equal?': numel of both models equal each "
+                "other and interp.model.param_counts.")
     return finish(report, args.write)
 
 

@@ -73,17 +73,19 @@ def base_config(preset: str, threads: int) -> TrainConfig:
 class BareTrainer:
     """The minimal loop's state: one model, its AdamW, and a step that matches Trainer._train_step."""
 
-    def __init__(self, cfg: TrainConfig, vocab_size: int, bf16: bool = False):
+    def __init__(self, cfg: TrainConfig, vocab_size: int, bf16: bool = False, device: str | torch.device = "cpu"):
         torch.manual_seed(cfg.seed)  # same init as the Trainer (it seeds before building the model)
         self.cfg = cfg
-        self.model = TaperedLM(cfg.model_config(vocab_size))
+        self.device = torch.device(device)
+        self.model = TaperedLM(cfg.model_config(vocab_size)).to(self.device)
         self.optimizer = make_optimizer(self.model, cfg)
         self.bf16 = bf16
 
     def _autocast(self):
-        return torch.autocast("cpu", dtype=torch.bfloat16) if self.bf16 else contextlib.nullcontext()
+        return torch.autocast(self.device.type, dtype=torch.bfloat16) if self.bf16 else contextlib.nullcontext()
 
     def _loss(self, batch: torch.Tensor) -> torch.Tensor:
+        batch = batch.to(self.device, non_blocking=True)
         with self._autocast():
             logits = self.model(batch[:, :-1])  # [batch, n_ctx, vocab]
         return F.cross_entropy(logits.flatten(0, 1).float(), batch[:, 1:].flatten())

@@ -292,6 +292,9 @@ class Report:
                 f" on {os.cpu_count()} logical CPUs",
                 f"- torch {torch.__version__}, {torch.get_num_threads()} threads; python "
                 f"{platform.python_version()}; CPU {cpu_name()}; git {git_short()}"]
+        if torch.cuda.is_available():
+            head.append(f"- GPU {torch.cuda.get_device_name()} (CUDA {torch.version.cuda}); on a GPU the CPU "
+                        "load does not bound the numbers")
         if peak_load >= CONTENTION_LOAD:
             head.append(f"- **under contention (load {peak_load:.1f})**: other processes shared the CPUs; "
                         "ratios from interleaved runs stay usable, absolute rates are low")

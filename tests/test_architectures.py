@@ -7,9 +7,9 @@ changes are recomputed by hand; the smoke run trains the `micro` preset for 2 st
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -82,14 +82,28 @@ def test_bad_configs_name_the_field(tmp_path):
         arch.experiments(arch.Config(root=str(tmp_path), mixers=("attention",), mixer_options={"titans": {"a": 1}}))
 
 
-def test_mixer_options_go_to_the_train_config_or_say_what_is_missing(tmp_path):
+def test_mixer_options_go_to_the_train_config(tmp_path):
     cfg = arch.Config(root=str(tmp_path), mixers=("titans",), mixer_options={"titans": {"chunk_size": 64}})
-    if "mixer_options" in {f.name for f in dataclasses.fields(TrainConfig)}:
-        train_cfg = arch.experiments(cfg)[0].configs()[0][2]
-        assert train_cfg.mixer_options == {"chunk_size": 64}
-    else:
-        with pytest.raises(ValueError, match="TrainConfig has no `mixer_options`"):
-            arch.experiments(cfg)
+    train_cfg = arch.experiments(cfg)[0].configs()[0][2]
+    assert train_cfg.mixer_options == {"chunk_size": 64}
+    assert train_cfg.model_config(64).mixer_options == {"chunk_size": 64}
+
+
+def test_preset_budget_uses_the_presets_own_settings_in_its_own_directory(tmp_path):
+    cfg = arch.Config(root=str(tmp_path), mixers=("attention",), budget="preset")
+    exp = arch.experiments(cfg)[0]
+    train_cfg = exp.configs()[0][2]
+    preset = TrainConfig.from_preset("tiny")
+    assert (train_cfg.steps, train_cfg.n_ctx, train_cfg.warmup_steps) == (preset.steps, preset.n_ctx,
+                                                                          preset.warmup_steps)
+    assert Path(exp.root).name == "architectures-tiny-full"  # never mixed with the CPU-budget runs
+    assert arch.default_name(arch.Config()) == "architectures-tiny"
+    with pytest.raises(ValueError, match="Config.budget"):
+        arch.experiments(arch.Config(root=str(tmp_path), budget="gpu"))
+    parser = argparse.ArgumentParser()
+    arch.add_arguments(parser)
+    args = parser.parse_args(["--budget", "preset", "--mixers", "attention"])
+    assert arch.config_from_args(args, "t").budget == "preset"
 
 
 def test_estimate_minutes_by_hand(tmp_path):
