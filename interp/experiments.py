@@ -316,7 +316,7 @@ def run_experiment(exp: Experiment, data: TokenData | None = None, log: Callable
 
 RUN_COLUMNS = ["experiment", "variant", "label", "seed", "status", "schedule", "start", "end", "profile",
                "widths", "params", "steps", "tokens", "val_loss", "val_ppl", "train_loss", "elapsed_s",
-               "tokens_per_s", "preset", "source", "tokenizer", "tokenizer_hash", "source_hash", "versions",
+               "tokens_per_s", "device", "dtype", "world_size", "preset", "source", "tokenizer", "tokenizer_hash", "source_hash", "versions",
                "git_commit", "run_dir", "error"]
 
 
@@ -358,7 +358,8 @@ def read_run(run_dir: Path) -> dict:
         "params": params, "steps": result.get("step", train.get("steps")), "tokens": result.get("tokens"),
         "val_loss": result.get("val_loss"), "val_ppl": result.get("val_ppl"),
         "train_loss": result.get("train_loss"), "elapsed_s": result.get("elapsed_s"),
-        "tokens_per_s": result.get("tokens_per_s"), "preset": train.get("preset"), "source": data.get("source"),
+        "tokens_per_s": result.get("tokens_per_s"), "device": result.get("device"), "dtype": result.get("dtype"),
+        "world_size": result.get("world_size"), "preset": train.get("preset"), "source": data.get("source"),
         "tokenizer": data.get("tokenizer"), "tokenizer_hash": data.get("tokenizer_hash"),
         "source_hash": data.get("source_hash"),
         "versions": ";".join(f"{k}={v}" for k, v in packages.items()) or None,

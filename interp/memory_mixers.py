@@ -224,7 +224,7 @@ class HopeOptions:
 
     chunk_sizes: tuple[int, ...] = (16, 64, 256)  # update period C_l of each level, fastest first
     hidden_ratio: float = 1.0      # each level's MLP hidden width / d_model
-    lr_max: float = 1.0            # inner learning rate eta_t = lr_max * sigmoid(w . k_t + b)
+    lr_max: float = 0.1            # inner learning rate eta_t = lr_max * sigmoid(w . k_t + b); 1.0 diverged
     lr_bias_init: float = -2.0     # b at init: eta ~ 0.12 * lr_max, small first updates
 
     def validate(self) -> None:

@@ -132,8 +132,16 @@ def plot_architectures(summary: pd.DataFrame, runs: pd.DataFrame | None = None) 
     tokens = summary["tokens"].dropna() if "tokens" in summary.columns else pd.Series(dtype=float)
     budget = f", {float(tokens.iloc[0]):,.0f} training tokens per run" if len(tokens) and math.isfinite(
         float(tokens.iloc[0])) else ""
-    fig.suptitle(f"Tapered (cosine 1.5->0.5) vs uniform MLP width across token mixers{budget}")
+    fig.suptitle(f"Tapered (cosine 1.5->0.5) vs uniform MLP width across token mixers{budget}{_hardware(runs)}")
     return fig
+
+
+def _hardware(runs: pd.DataFrame | None) -> str:
+    """' (cuda, bfloat16)': where the runs trained, when every run table row records it alike."""
+    if runs is None or not {"device", "dtype"} <= set(runs.columns):
+        return ""
+    pairs = {(d, t) for d, t in zip(runs["device"], runs["dtype"]) if isinstance(d, str) and isinstance(t, str)}
+    return f" ({', '.join(pairs.pop())})" if len(pairs) == 1 else ""
 
 
 __all__ = ["plot_architectures", "ARCH_COLUMNS"]
