@@ -19,7 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from analyses import read_table, write_table
-from interp.ablations import DTYPES, GROUPS, SELECTIONS, AblationConfig
+from interp.ablation_config import DTYPE_NAMES, GROUPS, SELECTIONS, AblationConfig
 from interp.paths import FIGURES_DIR
 
 NAME = "pretrained_ablation"
@@ -78,7 +78,7 @@ class Config(AblationConfig):
                             help=f"neuron selections, from {','.join(SELECTIONS)}")
         parser.add_argument("--skip-layers", type=_skip_layers, default=d.skip_layers, metavar="all|none|L[,L]",
                             help="layers whose whole MLP is skipped, one at a time (default: all)")
-        parser.add_argument("--dtype", choices=tuple(DTYPES), default=d.dtype,
+        parser.add_argument("--dtype", choices=DTYPE_NAMES, default=d.dtype,
                             help="bfloat16 = bf16 autocast (~2.5x faster on CPU; the fp32 baseline is recorded too)")
         parser.add_argument("--attn-implementation", default=d.attn_implementation, help="sdpa | eager")
         parser.add_argument("--threads", type=int, default=d.threads, help="torch.set_num_threads")

@@ -295,3 +295,13 @@ def test_ddp_two_ranks_match_single_process(env, tmp_path):
     for name in ws:
         torch.testing.assert_close(wd[name], ws[name], rtol=0, atol=1e-5)
     assert not torch.equal(ws["embed.weight"], initial_weights(env)["embed.weight"])
+
+
+@pytest.mark.integration                             # spawns a fresh interpreter
+def test_cli_help_does_not_import_torch():
+    """`interp --help` and every subcommand's parser build without torch (it costs ~1.5 s of CPU)."""
+    import subprocess
+    import sys
+    code = "import sys; from interp.cli import build_parser; build_parser(); print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
