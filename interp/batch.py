@@ -129,7 +129,7 @@ class BatchConfig:
         if unknown or not self.metrics:
             raise ValueError(f"BatchConfig.metrics={list(self.metrics)}: choose a non-empty subset of "
                              f"{list(probes.METRIC_NAMES)}")
-        probes._sequence_plan(self.tokens, self.seq_len, self.batch_size, self.prepend_bos)
+        probes.sequence_plan(self.tokens, self.seq_len, self.batch_size, self.prepend_bos)
         if not str(self.out).endswith(".parquet"):
             raise ValueError(f"BatchConfig.out={self.out!r}: the merged table is parquet; use a path ending "
                              "in .parquet (csv=True adds a CSV beside it)")
@@ -464,7 +464,7 @@ class BatchRunner:
 
             torch.set_num_threads(cfg.threads)
         text, _ = probes.load_text(cfg.text)
-        settings = settings_hash(cfg.settings(probes._text_sha256(text)))
+        settings = settings_hash(cfg.settings(probes.text_sha256(text)))
         del text
         targets = expand_paths(cfg.paths)
         rank, world, group, created = _shard_info(cfg)

@@ -59,7 +59,7 @@ if TYPE_CHECKING:
 __all__ = ["METRICS", "METRIC_NAMES", "OPTIONAL_METRICS", "SITES", "EXTRA_SITES", "ALL_SITES", "REFERENCES",
            "BACKENDS", "POSITIONS", "Metric", "LayerOperands", "cosine", "NoveltyAccumulator", "position_mask",
            "token_batches", "accumulate", "residual_abs_mean", "massive_dims", "to_frame", "probe_model", "probe",
-           "save_table", "load_text", "encode_text"]
+           "save_table", "load_text", "encode_text", "sequence_plan", "text_sha256"]
 
 SITES = ("resid_pre", "attn_out", "resid_mid", "mlp_out", "resid_post")  # forward order within a layer
 # Opt-in sites, hooked only when a tracked metric reads them. mlp_in = the MLP module's input, i.e. the
@@ -394,7 +394,7 @@ def token_batches(ids: Sequence[int] | Tensor, tokens: int, seq_len: int, batch_
 
     ValueError if `ids` holds fewer text tokens than n_seqs * (seq_len - [bos]) needs.
     """
-    n_seqs, per_seq = _sequence_plan(tokens, seq_len, batch_size, bos_id is not None)
+    n_seqs, per_seq = sequence_plan(tokens, seq_len, batch_size, bos_id is not None)
     ids = torch.as_tensor(ids, dtype=torch.long)
     need = n_seqs * per_seq
     if ids.numel() < need:
@@ -405,8 +405,8 @@ def token_batches(ids: Sequence[int] | Tensor, tokens: int, seq_len: int, batch_
     return list(seqs.split(batch_size))
 
 
-def _sequence_plan(tokens: int, seq_len: int, batch_size: int, bos: bool) -> tuple[int, int]:
-    """(number of sequences, text tokens per sequence)."""
+def sequence_plan(tokens: int, seq_len: int, batch_size: int, bos: bool) -> tuple[int, int]:
+    """(number of sequences, text tokens per sequence); raises before any model loads if the text is too short."""
     if seq_len < 1 + bos or batch_size < 1:
         raise ValueError(f"need seq_len >= {1 + bos} and batch_size >= 1, got seq_len={seq_len}, batch_size={batch_size}")
     n_seqs = tokens // seq_len
@@ -963,7 +963,8 @@ def _unwrap_model(model: Any) -> Any:
     return getattr(model, "model", model) if not isinstance(model, nn.Module) else model
 
 
-def _text_sha256(text: str) -> str:
+def text_sha256(text: str) -> str:
+    """Content hash of the probed text: result rows and batch-analysis keys name the exact text by it."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
@@ -1000,12 +1001,12 @@ def probe(model: Any = "smollm2-135m", text: str | Path | None = None, tokens: i
                                  ("dtype", dtype, tuple(COMPUTE_DTYPES))):
         if value not in allowed:
             raise ValueError(f"{name}={value!r}: choose one of {allowed}")
-    _sequence_plan(tokens, seq_len, batch_size, prepend_bos)
+    sequence_plan(tokens, seq_len, batch_size, prepend_bos)
     text_str, text_source = load_text(text)
 
     def check_ids(tok: Any) -> list[int]:
         ids = encode_text(tok, text_str)
-        n_seqs, per_seq = _sequence_plan(tokens, seq_len, batch_size, prepend_bos)
+        n_seqs, per_seq = sequence_plan(tokens, seq_len, batch_size, prepend_bos)
         if len(ids) < n_seqs * per_seq:
             raise ValueError(_too_little_text(len(ids), n_seqs * per_seq, tokens, seq_len, prepend_bos))
         return ids
@@ -1041,7 +1042,7 @@ def probe(model: Any = "smollm2-135m", text: str | Path | None = None, tokens: i
     acc = accumulate(model_obj, batches, backend, metrics, positions, dtype, eps, reference, exclude_massive_dims)
     probe_s = time.perf_counter() - start
     df = to_frame(acc, model=label, checkpoint=checkpoint, seq_len=seq_len, prepend_bos=prepend_bos,
-                  text_source=text_source, text_sha256=_text_sha256(text_str))
+                  text_source=text_source, text_sha256=text_sha256(text_str))
     n_positions = sum(b.numel() for b in batches)
     df.attrs["timing"] = {"load_s": load_s, "probe_s": probe_s, "positions": n_positions,
                           "positions_per_s": n_positions / probe_s if probe_s else float("nan")}
