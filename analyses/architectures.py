@@ -7,49 +7,35 @@ its memories are the same in both). Same preset, data, steps and seeds everywher
 validation perplexity with a 95% Student-t CI over seeds, and tapered minus uniform paired by seed with
 its t-CI (interp.experiments.summarize).
 
-    interp figures --only architectures --recompute          # CPU budget below, 16 runs
-    interp ablate architectures --preset tiny --seeds 2      # once the `ablate` kind is registered
-    torchrun --nproc_per_node=8 -m interp.cli.ablate architectures --preset 760m --set grad_accum=1
+    interp ablate architectures --preset tiny --seeds 2                   # reduced CPU budget, below
+    interp ablate architectures --preset tiny --seeds 2 --budget preset   # the preset's own (a GPU)
+    torchrun --nproc_per_node=8 -m interp.cli ablate architectures --preset 760m --set grad_accum=1
 
-Runs: runs/architectures-<preset>/<mixer>/<variant>/seed<k>/ (one interp.experiments.Experiment per
-mixer, because an Experiment's variants differ only in width: the mixer is a shared override). Runs go
+Runs: runs/architectures-<preset>[-full]/<mixer>/<variant>/seed<k>/ (one interp.experiments.Experiment
+per mixer, because an Experiment's variants differ only in width: the mixer is a shared override);
+"-full" marks --budget preset where the preset also has a CPU budget, so the two never mix. Runs go
 seed-major over all mixers (seed 0 of every mixer and variant, then seed 1), so a stopped comparison
-already holds complete pairs. Rerun = resume.
+already holds complete pairs. Rerun = resume. `--mixers` trains a subset into the same directories.
 Tables: figures/architectures.csv (one row per mixer x variant, with the paper's column) and
-figures/architectures_runs.csv (one row per run).
+figures/architectures_runs.csv (one row per run, with the device and dtype it trained on).
 
-The paper's 760M numbers: the paper reports that cosine 1.5->0.5 improved WikiText perplexity in 7 of
-8 comparisons (4 architectures x 760M/1.3B) and average accuracy on eight commonsense tasks in 8 of 8;
-its per-architecture perplexities were not findable in any public rendering we could search,
-so PAPER_760M_WIKI_PPL holds None and the figure says so instead of showing numbers. Fill the
-dict in (uniform, tapered) when they become available and the figure draws them.
+Budgets. --budget preset: the tiny preset exactly as the group ablation and the sweep use it (250 steps
+x 8 x 256 = 512k tokens, lr 2e-3, bf16 autocast where native). On an H200 that took 6-8 s per run for
+attention and gated attention and 60-75 s for Titans and Hope-attention (their many small kernels);
+on 2 CPU cores Titans would need hours per run. --budget cpu (the default; CPU_BUDGETS["tiny"], the
+same for every mixer): n_ctx 128, 60 steps x 8 sequences = 61,440 training tokens per run, warm-up 10,
+one evaluation at the end on 8 fixed validation batches (8,192 tokens), one thread per run. Measured
+forward + backward + AdamW, one thread, 8 x 128, on the shared 2-core machine (load 6-7): attention
+926 tokens/s, gated_attention about the same, hope_attention 387, titans 81 (221 with mixer_options
+chunk_size 64): ~75 min for the 16 runs (estimate_minutes). At 61k tokens per run (~0.05 epoch) the
+models are far from converged: compare the sign and CI of the paired change, not perplexities, with
+the paper's 760M (50B tokens). Presets without a CPU budget (micro, 440m, 760m, 1.3b) always train
+with their own settings.
 
-CPU budget (CPU_BUDGETS["tiny"]; every mixer gets the same one, so the comparison is fair): the tiny
-shape (6 layers, d_model 256, 4 heads, mean d_ff 1024, vocab 8,192 BPE on the offline Wikipedia leads),
-n_ctx 128 instead of 256, 60 steps x 8 sequences = 61,440 training tokens per run, warm-up 10, one
-evaluation at the end on 8 fixed validation batches (8,192 tokens), one thread per run. Why so small:
-Titans costs ~10x attention per token on a CPU (titans-pytorch materialises the memory weights once per
-16-token chunk, per sequence and head), and that cost does not shrink with n_ctx. Measured forward +
-backward + AdamW, one thread, 8 x 128, on the shared 2-core machine (load average 6-7):
-attention 926 tokens/s, gated_attention ~ the same (741 vs 738 at n_ctx 256), hope_attention 387,
-titans 81 (221 with mixer_options chunk_size 64, which TrainConfig cannot pass yet). Per step of
-budget: 1.1 + 1.1 + 2.6 + 12.6 s = 17.5 s over the four mixers, x 4 runs each (2 widths x 2 seeds)
-= 70 s, so 60 steps take ~70 min of training + ~3 min of evaluation: ~75 min at load 6-7
-(estimate_minutes(Config()) = 73); at load ~10 (benchmarks/bench_mixers.py: 580 / 470 / 280 / 65
-tokens/s) ~100 min; perhaps half of the first on 2 quiet cores (not measured). The tiny preset's own
-250 x 256 steps would take ~10 h.
-
-Known problem: hope_attention with its default mixer_options diverges on the wiki data at
-this budget: the loss turns NaN in the forward pass, with finite weights, after 4-8 steps (seen at
-peak lr 2e-3 and 1e-3). The in-context CMS updates sum the inner gradient over a chunk's 16 tokens with
-eta up to lr_max = 1, which is not a stable step for RMS-normalised keys; with lr_max = 0.1 it trained
-20 steps without trouble. Until interp/memory_mixers.py is fixed, or TrainConfig carries mixer_options
-(then Config.mixer_options={"hope_attention": {"lr_max": 0.1}}), Hope-attention runs end "done" with
-a NaN perplexity: the table counts them (n_diverged) and the figure marks them, they never enter a mean.
-
-At 61k tokens per run (~0.05 epoch) the models are far from converged: compare
-the sign and the CI of the paired change, not perplexities, with the paper's 760M (50B tokens).
-Presets without a CPU budget (micro, 440m, 760m, 1.3b) train with their own settings.
+Hope-attention's inner learning rate: with lr_max = 1.0 the uniform tiny model diverged (NaN loss
+between steps 25 and 50, --budget preset on the GPU); HopeOptions.lr_max is now 0.1 (docs/mixers.md,
+guess 4). A run that diverges still ends "done" with a NaN perplexity: the table counts it
+(n_diverged) and the figure marks it; it never enters a mean.
 """
 
 from __future__ import annotations
