@@ -137,11 +137,18 @@ def plot_architectures(summary: pd.DataFrame, runs: pd.DataFrame | None = None) 
 
 
 def _hardware(runs: pd.DataFrame | None) -> str:
-    """' (cuda, bfloat16)': where the runs trained, when every run table row records it alike."""
-    if runs is None or not {"device", "dtype"} <= set(runs.columns):
+    """' (cuda, bfloat16)', or per device which mixers trained there when they differ."""
+    if runs is None or not {"device", "dtype", "mixer"} <= set(runs.columns):
         return ""
-    pairs = {(d, t) for d, t in zip(runs["device"], runs["dtype"]) if isinstance(d, str) and isinstance(t, str)}
-    return f" ({', '.join(pairs.pop())})" if len(pairs) == 1 else ""
+    known = runs.dropna(subset=["device", "dtype"])
+    if not len(known):
+        return ""
+    dtypes = ", ".join(sorted(set(known["dtype"])))
+    by_device = known.groupby("device")["mixer"].unique()
+    if len(by_device) == 1:
+        return f" ({by_device.index[0]}, {dtypes})"
+    parts = "; ".join(f"{dev}: {', '.join(mixers)}" for dev, mixers in by_device.items())
+    return f" ({dtypes}; {parts})"
 
 
 __all__ = ["plot_architectures", "ARCH_COLUMNS"]
