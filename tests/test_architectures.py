@@ -12,6 +12,7 @@ import math
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 import analyses
@@ -204,3 +205,13 @@ def test_bench_mixers_quick_reports_equal_params_and_a_ratio_per_mixer():
     rows = [line for line in text.splitlines() if line.startswith(("| attention |", "| gated_attention |"))]
     assert len(rows) == 2 and all(row.rstrip().endswith("| yes |") for row in rows)
     assert "ratio tapered/uniform" in text and "--quick" in text
+
+
+def test_figure_title_names_where_the_runs_trained():
+    from interp.plots_architectures import _hardware
+
+    one = pd.DataFrame({"mixer": ["attention", "titans"], "device": ["cuda", "cuda"], "dtype": ["bfloat16"] * 2})
+    assert _hardware(one) == " (cuda, bfloat16)"
+    mixed = one.assign(device=["cuda", "cpu"])
+    assert _hardware(mixed) == " (bfloat16; cpu: titans; cuda: attention)"
+    assert _hardware(one.drop(columns="device")) == ""  # tables written before the column existed
