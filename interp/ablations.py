@@ -47,8 +47,7 @@ __all__ = ["GROUPS", "SELECTIONS", "KINDS", "DTYPES", "COLUMNS", "MlpSite", "mlp
            "AblationConfig", "split_sequences", "run_pretrained_ablation"]
 
 KINDS = ("baseline", "neurons", "skip_mlp")
-DTYPES = {"float32": None, "bfloat16": torch.bfloat16}   # name -> autocast dtype (None: run as loaded)
-assert tuple(DTYPES) == DTYPE_NAMES
+DTYPES = dict(zip(DTYPE_NAMES, (None, torch.bfloat16)))  # name -> autocast dtype (None: run as loaded)
 # Tidy output table, one row per condition. layers: "first-last" layers touched; n_tokens: predicted
 # tokens per condition (n_sequences * (seq_len - 1)); delta*: vs the baseline, paired over sequences;
 # fp32_baseline_loss: the baseline in fp32 (the bf16-autocast check; = the baseline loss when dtype=float32).

@@ -316,8 +316,8 @@ def run_experiment(exp: Experiment, data: TokenData | None = None, log: Callable
 
 RUN_COLUMNS = ["experiment", "variant", "label", "seed", "status", "schedule", "start", "end", "profile",
                "widths", "params", "steps", "tokens", "val_loss", "val_ppl", "train_loss", "elapsed_s",
-               "tokens_per_s", "device", "dtype", "world_size", "preset", "source", "tokenizer", "tokenizer_hash", "source_hash", "versions",
-               "git_commit", "run_dir", "error"]
+               "tokens_per_s", "device", "dtype", "world_size", "preset", "source", "tokenizer", "tokenizer_hash",
+               "source_hash", "versions", "git_commit", "run_dir", "error"]
 
 
 def find_run_dirs(root: Path) -> list[Path]:
