@@ -26,7 +26,7 @@ from typing import Any
 
 import pandas as pd
 
-from interp.provenance import provenance
+from interp._util.provenance import provenance
 
 # Order = the order `interp figures` runs and lists them (cheap first).
 ANALYSES: list[str] = [

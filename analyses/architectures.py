@@ -1,17 +1,17 @@
 """Does the taper carry over to other architectures? (paper: Transformer++, Gated Attention, Hope-attention, Titans)
 
-For each token mixer (interp.mixers.MIXERS: attention = Transformer++, gated_attention, hope_attention,
+For each token mixer (interp.model.mixers.MIXERS: attention = Transformer++, gated_attention, hope_attention,
 titans = Titans MAG) two width variants with identical parameter counts *within the mixer*: uniform and
 the paper's frozen choice, cosine 1.5->0.5 (docs/mixers.md: only the SwiGLU MLP is tapered; the mixer and
 its memories are the same in both). Same preset, data, steps and seeds everywhere; per mixer: mean
 validation perplexity with a 95% Student-t CI over seeds, and tapered minus uniform paired by seed with
-its t-CI (interp.experiments.summarize).
+its t-CI (interp.training.experiments.summarize).
 
     interp ablate architectures --preset tiny --seeds 2                   # reduced CPU budget, below
     interp ablate architectures --preset tiny --seeds 2 --budget preset   # the preset's own (a GPU)
     torchrun --nproc_per_node=8 -m interp.cli ablate architectures --preset 760m --set grad_accum=1
 
-Runs: runs/architectures-<preset>[-full]/<mixer>/<variant>/seed<k>/ (one interp.experiments.Experiment
+Runs: runs/architectures-<preset>[-full]/<mixer>/<variant>/seed<k>/ (one interp.training.experiments.Experiment
 per mixer, because an Experiment's variants differ only in width: the mixer is a shared override);
 "-full" marks --budget preset where the preset also has a CPU budget, so the two never mix. Runs go
 seed-major over all mixers (seed 0 of every mixer and variant, then seed 1), so a stopped comparison
@@ -52,7 +52,7 @@ import numpy as np
 import pandas as pd
 
 from analyses import read_table, write_table
-from interp.paths import REPO_ROOT
+from interp._util.paths import REPO_ROOT
 from interp.schedules import WidthSpec
 
 NAME = "architectures"
@@ -103,8 +103,8 @@ class Config:
 # -------------------------------------------------------------------------------------- experiments
 
 def width_variants(only: tuple[str, ...] = ()):
-    """[uniform, cosine 1.5->0.5] as interp.experiments.Variant (names "uniform", "cosine-1.5-0.5")."""
-    from interp.experiments import variant
+    """[uniform, cosine 1.5->0.5] as interp.training.experiments.Variant (names "uniform", "cosine-1.5-0.5")."""
+    from interp.training.experiments import variant
 
     variants = [variant(BASELINE), variant(TAPERED)]
     if only:
@@ -117,7 +117,7 @@ def width_variants(only: tuple[str, ...] = ()):
 
 
 def _check_mixers(cfg: Config) -> None:
-    from interp.mixers import MIXERS as REGISTERED
+    from interp.model.mixers import MIXERS as REGISTERED
 
     unknown = [m for m in cfg.mixers if m not in REGISTERED]
     if not cfg.mixers or unknown or len(set(cfg.mixers)) != len(cfg.mixers):
@@ -154,11 +154,11 @@ def mixer_overrides(cfg: Config, mixer: str) -> dict[str, Any]:
 
 
 def experiments(cfg: Config) -> list:
-    """One interp.experiments.Experiment per mixer, in cfg.mixers order (no training).
+    """One interp.training.experiments.Experiment per mixer, in cfg.mixers order (no training).
 
     Each lives in <root>/<name>/<mixer>/ and holds the two width variants x cfg.seeds.
     """
-    from interp.experiments import Experiment
+    from interp.training.experiments import Experiment
 
     if cfg.seeds < 1:
         raise ValueError(f"Config.seeds must be >= 1, got {cfg.seeds}")
@@ -214,9 +214,9 @@ class ArchitecturesFailed(RuntimeError):
 def run_all(exps: list, data=None, log=print) -> list:
     """Train what is missing, seed-major over mixers (seed 0 of every mixer, then seed 1, ...).
 
-    Returns one interp.experiments.Report per (seed, mixer) call; stops after an interrupted run.
+    Returns one interp.training.experiments.Report per (seed, mixer) call; stops after an interrupted run.
     """
-    from interp.experiments import run_experiment
+    from interp.training.experiments import run_experiment
 
     reports = []
     for seed in sorted({s for exp in exps for s in exp.seeds}):
@@ -250,7 +250,7 @@ def paper_note() -> str:
 
 def tables(exps: list) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(runs, summary) rebuilt from the run directories: one row per run, one per mixer x variant."""
-    from interp.experiments import DONE, experiment_runs, summarize
+    from interp.training.experiments import DONE, experiment_runs, summarize
 
     run_tables, summaries = [], []
     for exp in exps:
@@ -292,7 +292,7 @@ def compute(cfg: Config, figures_dir: Path, data=None, train: bool = True) -> tu
 
 def render(figures_dir: Path) -> list[Path]:
     from interp.plots import save_figure
-    from interp.plots_architectures import plot_architectures
+    from interp.plots.architectures import plot_architectures
 
     summary = read_table(figures_dir, TABLE, NAME)
     runs = read_table(figures_dir, RUNS_TABLE, NAME)
@@ -325,7 +325,7 @@ def config_from_args(args: argparse.Namespace, command: str) -> Config:
 def run_cli(args: argparse.Namespace, command: str = "interp ablate architectures") -> int:
     """Train (or skip/resume), tabulate, plot; exit status 0 done, 1 a run failed, 130 interrupted."""
     from interp.cli.sweep import _print_dry_run
-    from interp.experiments import is_main_rank
+    from interp.training.experiments import is_main_rank
 
     cfg = config_from_args(args, command)
     try:

@@ -5,12 +5,12 @@ uniform, wider-early (1.5/1.0/0.5 x d_ff over the early/middle/late thirds), wid
 (0.75/1.5/0.75) and wider-late (0.5/1.0/1.5), interp.schedules.PROFILES. Same preset, data, steps
 and seeds; only the widths differ. Per variant: mean validation loss and perplexity with a 95%
 Student-t CI over seeds, and the difference from uniform paired by seed with its t-CI
-(interp.experiments.summarize; t_{0.975,2} = 4.303 for 3 seeds, computed, no scipy).
+(interp.training.experiments.summarize; t_{0.975,2} = 4.303 for 3 seeds, computed, no scipy).
 
     interp ablate groups --preset tiny --seeds 3          # CPU: the numbers below
     torchrun --nproc_per_node=8 -m interp.cli.ablate groups --preset 440m --set grad_accum=1
 
-Runs: runs/groups-<preset>/<variant>/seed<k>/ (rerun = resume; see interp.experiments).
+Runs: runs/groups-<preset>/<variant>/seed<k>/ (rerun = resume; see interp.training.experiments).
 Tables: figures/group_ablation.csv (one row per variant, with the paper's numbers) and
 figures/group_ablation_runs.csv (one row per run: widths, params, seed, steps, tokens, val loss/ppl,
 preset, data source, tokenizer hash, package versions).
@@ -42,7 +42,7 @@ from typing import Any
 import pandas as pd
 
 from analyses import read_table, write_table
-from interp.paths import REPO_ROOT
+from interp._util.paths import REPO_ROOT
 
 NAME = "group_ablation"
 HEAVY = True  # many training runs: `interp figures --recompute` re-renders unless named with --only
@@ -68,14 +68,14 @@ class Config:
 
 
 def experiment(cfg: Config):
-    """The interp.experiments.Experiment this config describes (no training)."""
+    """The interp.training.experiments.Experiment this config describes (no training)."""
     return build_experiment(cfg, "groups")
 
 
 def build_experiment(cfg: Any, kind: str):
-    """Experiment of variant set `kind` (interp.experiments.VARIANT_SETS) for a Config with preset, seeds,
+    """Experiment of variant set `kind` (interp.training.experiments.VARIANT_SETS) for a Config with preset, seeds,
     steps, root, name, only, overrides. Shared with schedule_sweep."""
-    from interp.experiments import VARIANT_SETS, Experiment
+    from interp.training.experiments import VARIANT_SETS, Experiment
 
     variants = VARIANT_SETS[kind]()
     if cfg.only:
@@ -105,7 +105,12 @@ def compute_tables(exp, cfg: Any, figures_dir: Path, name: str, table: str, runs
 
     Returns (report or None, summary). Raises ExperimentFailed after writing if any run failed.
     """
-    from interp.experiments import ExperimentFailed, experiment_runs, run_experiment, summarize
+    from interp.training.experiments import (
+        ExperimentFailed,
+        experiment_runs,
+        run_experiment,
+        summarize,
+    )
 
     report = run_experiment(exp, data=data) if train else None
     runs = experiment_runs(exp)
@@ -125,7 +130,7 @@ def compute(cfg: Config, figures_dir: Path, data=None):
 
 def render(figures_dir: Path) -> list[Path]:
     from interp.plots import save_figure
-    from interp.plots_experiments import plot_group_ablation
+    from interp.plots.experiments import plot_group_ablation
 
     summary = read_table(figures_dir, TABLE, NAME)
     runs = read_table(figures_dir, RUNS_TABLE, NAME)

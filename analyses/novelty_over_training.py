@@ -1,7 +1,7 @@
 """How layer-wise novelty (rho_mlp, rho_block; paper section 4) develops over training, uniform vs tapered.
 
 Two short runs of the tiny preset's shape, differing only in how the MLP width is spread over depth
-(uniform vs cosine 1.5->0.5), keep a step checkpoint every `ckpt_interval` steps; interp.batch probes
+(uniform vs cosine 1.5->0.5), keep a step checkpoint every `ckpt_interval` steps; interp.probes.batch probes
 every checkpoint over the held-out wiki text, and the figure shows each metric as a layer x step
 heatmap, the two runs side by side on one colour scale.
 
@@ -23,7 +23,7 @@ import pandas as pd
 
 from analyses import read_table, recompute_command, write_table
 from analyses.train_comparison import run_dirs, train_configs
-from interp.paths import REPO_ROOT
+from interp._util.paths import REPO_ROOT
 
 NAME = "novelty_over_training"
 TABLE = "novelty_over_training.csv"
@@ -66,7 +66,7 @@ def _training_config(cfg: Config) -> Config:
 
 def train_runs(cfg: Config) -> list[Path]:
     """Train (or reuse) one run per variant; returns their run directories."""
-    from interp.train import Trainer
+    from interp.training import Trainer
 
     for train_cfg in train_configs(_training_config(cfg)):
         print(f"[{NAME}] {train_cfg.width.label}: {train_cfg.out_dir}", flush=True)
@@ -78,8 +78,8 @@ def train_runs(cfg: Config) -> list[Path]:
 
 
 def probe_runs(cfg: Config, dirs: list[Path]) -> pd.DataFrame:
-    """interp.batch over the runs' step checkpoints; the rows of these settings, in COLUMNS."""
-    from interp.batch import BatchConfig, run_batch
+    """interp.probes.batch over the runs' step checkpoints; the rows of these settings, in COLUMNS."""
+    from interp.probes.batch import BatchConfig, run_batch
 
     result = run_batch(BatchConfig(paths=[str(d) for d in dirs], out=str(_root(cfg) / "batch.parquet"),
                                    text=cfg.text, tokens=cfg.probe_tokens, seq_len=cfg.probe_seq_len,
@@ -102,7 +102,7 @@ def compute(cfg: Config, figures_dir: Path) -> None:
 
 def render(figures_dir: Path) -> list[Path]:
     from interp.plots import save_figure
-    from interp.plots_training import plot_novelty_over_training
+    from interp.plots.training import plot_novelty_over_training
 
     df = read_table(figures_dir, TABLE, NAME)
     return [save_figure(plot_novelty_over_training(df, FIGURE_METRICS), Path(figures_dir) / FIGURE)]

@@ -1,6 +1,6 @@
 """Section 4 on the pretrained models we have offline: does rho rise with depth, as on GPT-2?
 
-Probes every registry model (interp.pretrained.available_models(): SmolLM2-135M, Gemma-3-270m; one
+Probes every registry model (interp.hf.available_models(): SmolLM2-135M, Gemma-3-270m; one
 that is not installed is skipped with its pip command) over the held-out wiki split with the torch
 backend, which stops each forward after the last layer (no unembedding: Gemma3's 262k vocabulary
 would otherwise cost more than its layers). The table holds every metric of interp.probes plus
@@ -53,7 +53,7 @@ def variant_kwargs(variant: str, cfg: Config) -> dict[str, Any]:
 
 def installed_models(cfg: Config) -> list[str]:
     """The configured registry models that are installed; prints a skip line (with the pip command) for the rest."""
-    from interp.pretrained import available_models
+    from interp.hf import available_models
 
     infos = {m.name: m for m in available_models()}
     wanted = list(cfg.models) if cfg.models is not None else list(infos)
@@ -67,8 +67,8 @@ def installed_models(cfg: Config) -> list[str]:
 
 
 def compute(cfg: Config, figures_dir: Path) -> None:
-    from interp.plots_novelty import depth_correlations
     from interp.probes import probe
+    from interp.stats import depth_correlations
 
     for variant in cfg.variants:
         variant_kwargs(variant, cfg)  # fail on a typo before any model runs
@@ -95,7 +95,7 @@ def compute(cfg: Config, figures_dir: Path) -> None:
 
 def render(figures_dir: Path) -> list[Path]:
     from interp.plots import save_figure
-    from interp.plots_novelty import plot_novelty
+    from interp.plots.novelty import plot_novelty
 
     df = read_table(figures_dir, TABLE, NAME)
     fig = plot_novelty(df, series="model", title="Layer-wise novelty of pretrained models on held-out wiki text")

@@ -16,9 +16,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from analyses import read_table, recompute_command, write_table
-from analyses import train_comparison
-from interp.paths import RESULT_FILE
+from analyses import read_table, recompute_command, train_comparison, write_table
+from interp._util.paths import RESULT_FILE
 
 NAME = "novelty_tapered"
 TABLE = "novelty_tapered_vs_uniform.csv"
@@ -43,7 +42,7 @@ class Config:
 
 def finished_runs(cfg: Config) -> list[Path]:
     """The configured run dirs whose training is done; a skip line naming the command for each other one."""
-    from interp.checkpoints import is_checkpoint_dir
+    from interp.training.checkpoints import is_checkpoint_dir
 
     done = []
     for run in map(Path, cfg.run_dirs):
@@ -60,8 +59,8 @@ def finished_runs(cfg: Config) -> list[Path]:
 
 def run_rows(run: Path, cfg: Config) -> pd.DataFrame:
     """The probe table of one run, with its width label and per-layer MLP width."""
-    from interp.checkpoints import read_config
     from interp.probes import probe
+    from interp.training.checkpoints import read_config
 
     config = read_config(run)
     d_mlp = list(config["model"]["d_mlp"])
@@ -72,7 +71,7 @@ def run_rows(run: Path, cfg: Config) -> pd.DataFrame:
 
 
 def compute(cfg: Config, figures_dir: Path) -> None:
-    from interp.plots_novelty import depth_correlations
+    from interp.stats import depth_correlations
 
     runs = finished_runs(cfg)
     if not runs:
@@ -86,7 +85,7 @@ def compute(cfg: Config, figures_dir: Path) -> None:
 
 def render(figures_dir: Path) -> list[Path]:
     from interp.plots import save_figure
-    from interp.plots_novelty import plot_novelty
+    from interp.plots.novelty import plot_novelty
 
     df = read_table(figures_dir, TABLE, NAME)
     fig = plot_novelty(df, series="label", width_column="d_mlp",

@@ -19,8 +19,8 @@ from pathlib import Path
 import pandas as pd
 
 from analyses import read_table, write_table
-from interp.ablation_config import DTYPE_NAMES, GROUPS, SELECTIONS, AblationConfig
-from interp.paths import FIGURES_DIR
+from interp._util.paths import FIGURES_DIR
+from interp.ablations.config import DTYPE_NAMES, GROUPS, SELECTIONS, AblationConfig
 
 NAME = "pretrained_ablation"
 HEAVY = False  # 67 forward passes of SmolLM2 (~4 min on 2 cores): part of `make figures`
@@ -102,7 +102,7 @@ def compute(cfg: Config, figures_dir: Path) -> None:
 
 def render(figures_dir: Path) -> list[Path]:
     from interp.plots import save_figure
-    from interp.plots_ablation import plot_capacity_ablation
+    from interp.plots.ablation import plot_capacity_ablation
 
     df = read_table(figures_dir, TABLE, NAME)
     return [save_figure(plot_capacity_ablation(df), Path(figures_dir) / FIGURE)]
@@ -111,7 +111,7 @@ def render(figures_dir: Path) -> list[Path]:
 def summarize(df: pd.DataFrame) -> pd.DataFrame:
     """One row per group: Δ loss of removing each fraction (lowest; random = mean over seeds) and the
     mean and median Δ of skipping one of the group's MLPs (the median is robust to one outlier layer)."""
-    from interp.plots_ablation import GROUP_ORDER, random_summary
+    from interp.plots.ablation import GROUP_ORDER, random_summary
 
     neurons = df[df["kind"] == "neurons"]
     lowest = neurons[neurons["selection"] == "lowest"].pivot_table(index="group", columns="fraction", values="delta")

@@ -39,7 +39,7 @@ RUNS_TABLE = "schedule_sweep_runs.csv"
 FIGURE = "schedule_sweep.png"
 OUTPUTS = [TABLE, "schedule_sweep.meta.json", RUNS_TABLE, "schedule_sweep_runs.meta.json", FIGURE]
 
-# Paper Table 1, 440M, validation perplexity; pairs in the order of interp.experiments.SWEEP_PAIRS.
+# Paper Table 1, 440M, validation perplexity; pairs in the order of interp.training.experiments.SWEEP_PAIRS.
 PAPER_UNIFORM = 16.28
 PAPER_TABLE = {
     "cosine": (15.18, 14.59, 14.44, 14.59, 15.49),
@@ -50,8 +50,8 @@ PAPER_TABLE = {
 
 def paper_val_ppl() -> dict[str, float]:
     """The paper's numbers keyed by our variant names ("cosine-1.5-0.5", ..., "uniform")."""
-    from interp.experiments import SWEEP_PAIRS, slug
     from interp.schedules import WidthSpec
+    from interp.training.experiments import SWEEP_PAIRS, slug
 
     table = {"uniform": PAPER_UNIFORM}
     for schedule, values in PAPER_TABLE.items():
@@ -75,7 +75,7 @@ PAPER_VAL_PPL = paper_val_ppl()
 
 
 def experiment(cfg: Config):
-    """The interp.experiments.Experiment this config describes (no training)."""
+    """The interp.training.experiments.Experiment this config describes (no training)."""
     return build_experiment(cfg, "sweep")
 
 
@@ -86,7 +86,7 @@ def compute(cfg: Config, figures_dir: Path, data=None):
 
 def render(figures_dir: Path) -> list[Path]:
     from interp.plots import save_figure
-    from interp.plots_experiments import plot_schedule_sweep
+    from interp.plots.experiments import plot_schedule_sweep
 
     summary = read_table(figures_dir, TABLE, NAME)
     return [save_figure(plot_schedule_sweep(summary), Path(figures_dir) / FIGURE)]

@@ -17,7 +17,7 @@ from typing import Any
 import pandas as pd
 
 from analyses import read_table, recompute_command, write_table
-from interp.paths import CONFIG_FILE, LOG_FILE, REPO_ROOT, RESULT_FILE
+from interp._util.paths import CONFIG_FILE, LOG_FILE, REPO_ROOT, RESULT_FILE
 
 NAME = "train_comparison"
 TABLE = "train_comparison.csv"
@@ -57,12 +57,12 @@ def run_dirs(cfg: Config) -> list[Path]:
 
 
 def train_configs(cfg: Config) -> list:
-    """One interp.train.TrainConfig per variant: same preset, seed, data and steps; only `width` differs.
+    """One interp.training.TrainConfig per variant: same preset, seed, data and steps; only `width` differs.
 
     resume=True so an interrupted `make figures` continues where it stopped; a finished run is a no-op.
     """
     from interp.schedules import WidthSpec
-    from interp.train import TrainConfig
+    from interp.training import TrainConfig
 
     return [TrainConfig.from_preset(cfg.preset, steps=cfg.steps, seed=cfg.seed,
                                     width=WidthSpec(schedule=schedule, start=start, end=end),
@@ -73,7 +73,7 @@ def train_configs(cfg: Config) -> list:
 
 def train_runs(cfg: Config) -> list[Path]:
     """Train (or reuse) one run per variant, in order; returns their run directories."""
-    from interp.train import Trainer
+    from interp.training import Trainer
 
     for train_cfg in train_configs(cfg):
         print(f"[{NAME}] {train_cfg.width.label}: {train_cfg.out_dir}", flush=True)

@@ -25,8 +25,16 @@ from torch import nn
 from transformer_lens.hook_points import HookPoint
 
 from benchmarks.bench_train import base_config
-from benchmarks.common import (Report, Spread, command_line, finish, interleave, paired_ratios, parse_args,
-                               set_threads)
+from benchmarks.common import (
+    Report,
+    Spread,
+    command_line,
+    finish,
+    interleave,
+    paired_ratios,
+    parse_args,
+    set_threads,
+)
 from interp.model import TaperedLM
 
 NAME = "bench_hooks"

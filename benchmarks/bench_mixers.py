@@ -32,10 +32,19 @@ import torch
 
 from analyses.architectures import ARCHITECTURE_NAMES, BASELINE, MIXERS, TAPERED
 from benchmarks.bench_train import BareTrainer, synthetic_data, tokens_per_step
-from benchmarks.common import Report, Spread, command_line, finish, interleave, paired_ratios, parse_args, set_threads
+from benchmarks.common import (
+    Report,
+    Spread,
+    command_line,
+    finish,
+    interleave,
+    paired_ratios,
+    parse_args,
+    set_threads,
+)
 from interp.data import TokenData
 from interp.model import param_counts
-from interp.train import TrainConfig
+from interp.training import TrainConfig
 
 NAME = "bench_mixers"
 TITLE = "Training throughput per token mixer, tapered vs uniform (bench_mixers)"

@@ -37,9 +37,23 @@ if __package__ in (None, ""):  # run as a file: make `benchmarks` and `interp` i
 
 import torch
 
-from benchmarks.common import (GIB, MIB, Report, Spread, command_line, emit_result, finish, interleave_orders,
-                               mem_available, paired_ratios, parse_args, reset_peak_rss, rss, run_worker,
-                               set_threads)
+from benchmarks.common import (
+    GIB,
+    MIB,
+    Report,
+    Spread,
+    command_line,
+    emit_result,
+    finish,
+    interleave_orders,
+    mem_available,
+    paired_ratios,
+    parse_args,
+    reset_peak_rss,
+    rss,
+    run_worker,
+    set_threads,
+)
 
 NAME = "bench_probes"
 TITLE = "Streaming probes vs caching on a pretrained model (bench_probes)"
@@ -64,7 +78,7 @@ def build_tiny_llama(folder: Path) -> Path:
     """A 2-layer random Llama with SmolLM2's tokenizer saved as an HF folder (for --quick and tests)."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from interp.pretrained import load_tokenizer
+    from interp.hf import load_tokenizer
 
     tok = load_tokenizer("smollm2-135m")
     cfg = LlamaConfig(vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
@@ -119,7 +133,8 @@ def _envoy(root: Any, dotted: str) -> Any:
 
 def make_step(method: str, loaded: Any) -> Callable[[torch.Tensor], Any]:
     """batch -> what the method leaves the researcher holding (None for forward/probe)."""
-    from interp import pretrained, probes
+    from interp import hf as pretrained
+    from interp import probes
 
     n_layers = loaded.n_layers()
     if method == "forward":
@@ -158,7 +173,7 @@ def make_step(method: str, loaded: Any) -> Callable[[torch.Tensor], Any]:
 
 def worker(args) -> dict:
     """One (method, tokens) measurement in this fresh process; see the module docstring."""
-    from interp.pretrained import load_pretrained
+    from interp.hf import load_pretrained
 
     set_threads(args.threads)
     start = time.perf_counter()
@@ -202,7 +217,7 @@ def worker(args) -> dict:
 def interleaved_wall(model_name: str, size: dict, threads: int) -> dict[str, list[float]]:
     """Per-batch seconds of forward / body-only forward / probe, interleaved on each batch (ABBA)."""
     from interp import probes
-    from interp.pretrained import load_pretrained
+    from interp.hf import load_pretrained
 
     set_threads(threads)
     loaded = load_pretrained(model_name)

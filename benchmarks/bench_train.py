@@ -2,7 +2,7 @@
 
   (a) tapered (cosine 1.5->0.5) vs uniform at the same budget, `tiny` preset shape: blocks of steps
       alternate between the two models on the same batches; the issue wants tokens/s within 0.95-1.05.
-  (b) interp.train.Trainer vs a bare loop (model, AdamW, clip, the same batch sampling; no logging,
+  (b) interp.training.Trainer vs a bare loop (model, AdamW, clip, the same batch sampling; no logging,
       eval or checkpoints) on the same config. Method: ONE Trainer.run in which every Trainer step is
       paired with a bare-loop step (a Trainer subclass runs it before or after its own step,
       alternating), so both share the load second by second. The Trainer's time per log interval is
@@ -15,7 +15,7 @@
       runs of (b) and (c): training_flops_per_token * tokens/s / peak.
 
 The training step replicates Trainer._train_step/_loss_sum (autocast forward only, loss in fp32,
-grad clip, AdamW from interp.train.make_optimizer, lr from interp.train.lr_at).
+grad clip, AdamW from interp.training.make_optimizer, lr from interp.training.lr_at).
 `--quick` uses the `micro` preset shape and synthetic tokens (no corpus or tokenizer needed).
 """
 
@@ -36,12 +36,20 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from benchmarks.common import (Report, Spread, command_line, finish, interleave, paired_ratios, parse_args,
-                               set_threads)
+from benchmarks.common import (
+    Report,
+    Spread,
+    command_line,
+    finish,
+    interleave,
+    paired_ratios,
+    parse_args,
+    set_threads,
+)
+from interp._util.paths import LOG_FILE
 from interp.data import TokenData, prepare_tokens
 from interp.model import TaperedLM, param_counts, training_flops_per_token
-from interp.paths import LOG_FILE
-from interp.train import TrainConfig, Trainer, lr_at, make_optimizer
+from interp.training import TrainConfig, Trainer, lr_at, make_optimizer
 
 NAME = "bench_train"
 TITLE = "Training throughput (bench_train)"
@@ -194,7 +202,7 @@ class _PairedTrainer(Trainer):
 
 
 def bench_trainer(report: Report, base: TrainConfig, data: TokenData, size: dict) -> dict:
-    report.section("(b) interp.train.Trainer vs a bare training loop")
+    report.section("(b) interp.training.Trainer vs a bare training loop")
     steps, log = size["trainer_steps"], size["trainer_log"]
     cfg = base.with_overrides(steps=steps, log_interval=log, eval_interval=10 * steps, ckpt_interval=10 * steps,
                               eval_batches=1, warmup_steps=min(base.warmup_steps, steps // 4))

@@ -228,7 +228,7 @@ def markdown_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str] | N
 
 
 def git_short() -> str:
-    from interp.provenance import git_commit
+    from interp._util.provenance import git_commit
 
     commit = git_commit()
     return commit if commit == "unknown" else commit[:12] + ("+dirty" if commit.endswith("+dirty") else "")
@@ -350,7 +350,7 @@ def update_results(sections: Mapping[str, str], path: Path = RESULTS_FILE) -> Pa
 
     An advisory lock (Unix) keeps two benchmarks finishing at once from losing each other's section.
     """
-    from interp.paths import cache_dir
+    from interp._util.paths import cache_dir
 
     with _locked(cache_dir("locks") / f"{path.name}.lock"):  # outside the tree: nothing to ignore
         return _update_results(sections, path)

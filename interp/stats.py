@@ -10,16 +10,21 @@ in `n_nonfinite` instead of poisoning the mean), and can be saved (`state_dict`)
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 import torch
 from jaxtyping import Float
 from torch import Tensor
 
-__all__ = ["RunningMoments", "RunningHistogram", "DEFAULT_QUANTILES", "Z_95", "t_cdf", "t_quantile", "mean_ci"]
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["RunningMoments", "RunningHistogram", "DEFAULT_QUANTILES", "Z_95", "t_cdf", "t_quantile", "mean_ci", "pearson_r",
+           "rankdata", "spearman_r", "depth_correlations", "with_variant"]
 
 DEFAULT_QUANTILES: tuple[float, ...] = (0.05, 0.25, 0.5, 0.75, 0.95)
+DEFAULT_VARIANT = "default"  # the variant of probe rows without one (novelty tables)
 Z_95 = 1.959963984540054  # two-sided 95% quantile of the standard normal
 
 
@@ -325,3 +330,70 @@ def mean_ci(values: Sequence[float], level: float = 0.95) -> tuple[float, float,
         return mean, math.nan, math.nan
     half = t_quantile((1.0 + level) / 2.0, x.size - 1) * float(x.std(ddof=1)) / math.sqrt(x.size)
     return mean, mean - half, mean + half
+
+
+# --------------------------------------------------------------------------------------------------
+# Correlation of a per-layer curve with depth (numpy / pandas only)
+# --------------------------------------------------------------------------------------------------
+
+def pearson_r(x: Sequence[float], y: Sequence[float]) -> float:
+    """Pearson correlation; NaN for fewer than 2 points or a constant input (undefined, not 0)."""
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    if x.shape != y.shape:
+        raise ValueError(f"pearson_r: x and y differ in length ({x.size} vs {y.size})")
+    if x.size < 2:
+        return float("nan")
+    dx, dy = x - x.mean(), y - y.mean()
+    denom = np.sqrt((dx * dx).sum() * (dy * dy).sum())
+    return float((dx * dy).sum() / denom) if denom > 0 else float("nan")
+
+
+def rankdata(x: Sequence[float]) -> np.ndarray:
+    """1-based ranks with ties given their average rank (scipy.stats.rankdata's default)."""
+    x = np.asarray(x, dtype=float)
+    order = np.argsort(x, kind="mergesort")
+    ranks = np.empty(x.size)
+    ranks[order] = np.arange(1, x.size + 1)
+    for value in np.unique(x):  # average the ranks of tied values
+        tied = x == value
+        if tied.sum() > 1:
+            ranks[tied] = ranks[tied].mean()
+    return ranks
+
+
+def spearman_r(x: Sequence[float], y: Sequence[float]) -> float:
+    """Spearman rank correlation: the Pearson r of the (tie-averaged) ranks."""
+    return pearson_r(rankdata(x), rankdata(y))
+
+
+def depth_correlations(df: pd.DataFrame, series: str = "model", metrics: Sequence[str] | None = None) -> pd.DataFrame:
+    """One row per (series, variant, metric): Pearson and Spearman r of the per-layer mean with the layer
+    index (the same r as with normalised depth), plus a few numbers that say what the curve does:
+    the mean over the first and second half of the layers, and the layer of the minimum and maximum."""
+    missing = [c for c in (series, "layer", "metric", "mean") if c not in df.columns]
+    if missing:
+        raise ValueError(f"depth_correlations: the table lacks columns {missing}")
+    df = with_variant(df)
+    if metrics is not None:
+        df = df[df["metric"].isin(metrics)]
+    import pandas as pd
+
+    rows = []
+    for (name, variant, metric), g in df.groupby([series, "variant", "metric"], sort=False):
+        g = g.sort_values("layer")
+        layer, mean = g["layer"].to_numpy(), g["mean"].to_numpy()
+        half = len(g) // 2
+        rows.append({series: name, "variant": variant, "metric": metric, "n_layers": len(g),
+                     "pearson_r": pearson_r(layer, mean), "spearman_r": spearman_r(layer, mean),
+                     "mean_first_half": float(mean[:half].mean()) if half else float("nan"),
+                     "mean_second_half": float(mean[half:].mean()),
+                     "min": float(mean.min()), "argmin_layer": int(layer[mean.argmin()]),
+                     "max": float(mean.max()), "argmax_layer": int(layer[mean.argmax()])})
+    return pd.DataFrame(rows)
+
+
+def with_variant(df: pd.DataFrame) -> pd.DataFrame:
+    """`df` with a string column `variant` (DEFAULT_VARIANT where absent): e.g. "no_massive_dims" rows."""
+    if "variant" in df.columns:
+        return df.assign(variant=df["variant"].fillna(DEFAULT_VARIANT).astype(str))
+    return df.assign(variant=DEFAULT_VARIANT)

@@ -11,13 +11,12 @@ import argparse
 import copy
 import math
 
-import pandas as pd
 import pytest
 import torch
 import torch.nn.functional as F
 
 from interp import ablations as ab
-from interp.pretrained import LoadedModel, site_map_for
+from interp.hf import LoadedModel, site_map_for
 
 N_LAYERS, D_MODEL, D_MLP, VOCAB = 3, 32, 64, 100
 
@@ -249,7 +248,7 @@ def test_a_subset_of_groups_still_means_the_thirds(tmp_path):
 def test_plot_and_analysis_render(tiny_table, tmp_path):
     from analyses import pretrained_ablation as pa
     from analyses import write_table
-    from interp.plots_ablation import plot_capacity_ablation
+    from interp.plots.ablation import plot_capacity_ablation
 
     fig = plot_capacity_ablation(tiny_table)
     assert len(fig.axes) == 2
@@ -281,7 +280,7 @@ def test_config_from_args():
 
 @pytest.mark.integration
 def test_smollm2_skipping_layer0_mlp_costs_loss():
-    from interp.pretrained import load_pretrained
+    from interp.hf import load_pretrained
 
     cfg = ab.AblationConfig(seq_len=64, score_sequences=1, eval_sequences=2, batch_size=2, groups=(),
                             skip_layers=(0,))

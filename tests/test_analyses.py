@@ -18,7 +18,6 @@ from analyses import schedules as schedules_analysis
 from analyses import train_comparison
 from interp.cli import main
 
-
 # ------------------------------------------------------------------------------------------ registry
 
 @pytest.mark.parametrize("name", analyses.ANALYSES)
@@ -162,9 +161,9 @@ def test_train_runs_pass_the_same_seed_steps_and_data(tmp_path, monkeypatch):
             write_run(Path(self.cfg.out_dir), label, 4242, 5.0 if label == "uniform" else 4.9)
             return {"status": "done"}
 
-    fake = types.ModuleType("interp.train")
+    fake = types.ModuleType("interp.training")
     fake.TrainConfig, fake.Trainer = FakeConfig, FakeTrainer
-    monkeypatch.setitem(sys.modules, "interp.train", fake)
+    monkeypatch.setitem(sys.modules, "interp.training", fake)
     cfg = train_comparison.Config(out_root=str(tmp_path / "runs"), steps=30, seed=5)
     train_comparison.compute(cfg, tmp_path / "figures")
     assert [c["preset"] for c in calls] == ["tiny", "tiny"]
@@ -176,7 +175,7 @@ def test_train_runs_pass_the_same_seed_steps_and_data(tmp_path, monkeypatch):
 
 
 def test_real_train_configs_differ_only_in_width_and_match_in_params(tmp_path):
-    """Against the real interp.train: the overrides are valid fields and the two models are equal-sized."""
+    """Against the real interp.training: the overrides are valid fields and the two models are equal-sized."""
     from interp.model import param_counts
 
     cfg = train_comparison.Config(out_root=str(tmp_path), steps=40, seed=2)

@@ -17,10 +17,10 @@ import pytest
 
 import analyses
 from analyses import architectures as arch
+from interp._util.paths import CONFIG_FILE, RESULT_FILE
 from interp.data import TokenData
 from interp.model import param_counts
-from interp.paths import CONFIG_FILE, RESULT_FILE
-from interp.train import TrainConfig
+from interp.training import TrainConfig
 
 VOCAB = 8192
 
@@ -208,7 +208,7 @@ def test_bench_mixers_quick_reports_equal_params_and_a_ratio_per_mixer():
 
 
 def test_figure_title_names_where_the_runs_trained():
-    from interp.plots_architectures import _hardware
+    from interp.plots.architectures import _hardware
 
     one = pd.DataFrame({"mixer": ["attention", "titans"], "device": ["cuda", "cuda"], "dtype": ["bfloat16"] * 2})
     assert _hardware(one) == " (cuda, bfloat16)"

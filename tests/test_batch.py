@@ -1,4 +1,4 @@
-"""interp.batch and `interp batch`: PATH expansion, resumable per-checkpoint parts, failure rows, shards.
+"""interp.probes.batch and `interp batch`: PATH expansion, resumable per-checkpoint parts, failure rows, shards.
 
 One `micro` run with step checkpoints (steps 2, 4, 6, 8) is trained once per module on a synthetic
 corpus, with INTERP_CACHE_DIR in a temporary folder (as in tests/test_train.py); every test copies it
@@ -18,10 +18,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from interp import batch, probes
+from interp import probes
+from interp._util.paths import CONFIG_FILE, REPO_ROOT, WEIGHTS_FILE
 from interp.cli import main
-from interp.paths import CONFIG_FILE, REPO_ROOT, WEIGHTS_FILE
-from interp.train import TrainConfig, Trainer
+from interp.probes import batch
+from interp.training import TrainConfig, Trainer
 from tests.corpus import private_cache, write_corpus
 
 STEPS = [2, 4, 6, 8]
@@ -284,7 +285,7 @@ def test_novelty_over_training_analysis_on_micro_runs(env, tmp_path):
     (png,) = analysis.render(figures)
     assert png.name == analysis.FIGURE and png.stat().st_size > 10_000
 
-    from interp.plots_training import plot_novelty_over_training
+    from interp.plots.training import plot_novelty_over_training
 
     fig = plot_novelty_over_training(df)
     meshes = [ax.collections[0] for ax in fig.axes if ax.get_title()]  # colorbars have no title

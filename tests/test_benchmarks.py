@@ -16,7 +16,6 @@ import torch
 from benchmarks import common
 from benchmarks.common import Spread
 
-
 # ------------------------------------------------------------------------------------ statistics
 
 def test_spread_matches_numpy_percentiles():
@@ -188,7 +187,7 @@ def test_bench_train_quick(tmp_path):
     from benchmarks import bench_train
 
     text = bench_train.main(["--quick", "--threads", "1"])
-    _assert_complete(text, "(a) Tapered vs uniform", "(b) interp.train.Trainer", "(c) bf16", "(d) Matmul peak", "MFU")
+    _assert_complete(text, "(a) Tapered vs uniform", "(b) interp.training.Trainer", "(c) bf16", "(d) Matmul peak", "MFU")
 
 
 @pytest.mark.integration

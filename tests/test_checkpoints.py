@@ -6,11 +6,18 @@ import os
 import pytest
 import torch
 
-from interp import checkpoints
-from interp.checkpoints import (CheckpointError, is_checkpoint_dir, load_checkpoint, load_train_state,
-                                save_checkpoint, save_train_state, validate_checkpoint)
+from interp._util.paths import CONFIG_FILE, TRAIN_STATE_FILE, WEIGHTS_FILE
 from interp.model import ModelConfig, TaperedLM
-from interp.paths import CONFIG_FILE, TRAIN_STATE_FILE, WEIGHTS_FILE
+from interp.training import checkpoints
+from interp.training.checkpoints import (
+    CheckpointError,
+    is_checkpoint_dir,
+    load_checkpoint,
+    load_train_state,
+    save_checkpoint,
+    save_train_state,
+    validate_checkpoint,
+)
 
 
 def make_model(seed: int = 0, **kw) -> TaperedLM:
@@ -61,7 +68,7 @@ def test_crash_between_replaces_leaves_a_loadable_checkpoint(tmp_path, monkeypat
             raise OSError("simulated crash")
         return real_replace(src, dst)
 
-    monkeypatch.setattr(checkpoints.os, "replace", flaky_replace)
+    monkeypatch.setattr("interp._util.io.os.replace", flaky_replace)
     with pytest.raises(OSError, match="simulated crash"):
         save_checkpoint(tmp_path, new, {"version": "new"})
     monkeypatch.undo()

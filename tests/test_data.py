@@ -387,7 +387,9 @@ def test_wiki_with_real_tokenizers():
 
     smol = data.get_tokenizer("smollm2")
     assert smol.vocab_size == 49_152 and smol.eos_id == 0
-    from transformers import AutoTokenizer  # independent path: transformers' own GGUF tokenizer
+    from transformers import (
+        AutoTokenizer,  # independent path: transformers' own GGUF tokenizer
+    )
     reference = AutoTokenizer.from_pretrained(str(data._smollm2_gguf().parent), gguf_file=data.SMOLLM2_GGUF)
     text = sample[:3000]
     assert smol.encode(text) == reference(text, add_special_tokens=False)["input_ids"]

@@ -17,16 +17,29 @@ import pytest
 
 import analyses
 from analyses import group_ablation, schedule_sweep
+from interp._util.paths import RESULT_FILE
 from interp.cli import build_parser, main
 from interp.cli.sweep import config_from_args
-from interp.experiments import (ERROR_FILE, RUN_COLUMNS, Experiment, check_equal_params, collect,
-                                experiment_runs, group_variants, mean_ci, run_experiment, summarize,
-                                sweep_variants, t_cdf, t_quantile, variant)
 from interp.model import param_counts
-from interp.paths import RESULT_FILE
-from interp.presets import PRESETS
 from interp.schedules import WidthSpec
-from interp.train import TrainConfig, Trainer
+from interp.training import TrainConfig, Trainer
+from interp.training.experiments import (
+    ERROR_FILE,
+    RUN_COLUMNS,
+    Experiment,
+    check_equal_params,
+    collect,
+    experiment_runs,
+    group_variants,
+    mean_ci,
+    run_experiment,
+    summarize,
+    sweep_variants,
+    t_cdf,
+    t_quantile,
+    variant,
+)
+from interp.training.presets import PRESETS
 from tests.corpus import private_cache, write_corpus
 
 WORDS = "the cat dog sat ran on over a big small red old house tree river and with then she saw".split()

@@ -16,9 +16,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import interp.memory_mixers as mm
-from interp.mixers import MIXERS
+import interp.model.mixers.memory as mm
 from interp.model import ModelConfig, TaperedLM, param_counts
+from interp.model.mixers import MIXERS
 
 MEMORY_MIXERS = ("titans", "titans_lmm", "hope_attention")
 # Small chunks so a 40-token sequence crosses several memory updates; the last Hope level (chunk

@@ -9,8 +9,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from interp.mixers import MIXERS, MixerFlops, register_mixer
-from interp.model import ModelConfig, TaperedLM, flops_per_token, param_counts, training_flops_per_token
+from interp.model import (
+    ModelConfig,
+    TaperedLM,
+    flops_per_token,
+    param_counts,
+    training_flops_per_token,
+)
+from interp.model.mixers import MIXERS, MixerFlops, register_mixer
 
 VOCAB, D_MODEL, N_HEADS, N_CTX = 64, 32, 2, 16
 WIDTHS = [96, 64, 32]

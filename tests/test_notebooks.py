@@ -15,7 +15,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from interp.paths import REPO_ROOT
+from interp._util.paths import REPO_ROOT
 
 NOTEBOOKS = REPO_ROOT / "notebooks"
 NAMES = ("explore.ipynb", "tapered_training.ipynb")

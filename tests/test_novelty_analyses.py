@@ -13,9 +13,14 @@ import torch
 from matplotlib.figure import Figure
 
 from analyses import novelty_pretrained, novelty_tapered
-from interp import plots_novelty
-from interp.plots_novelty import depth_correlations, pearson_r, plot_novelty, rankdata, spearman_r
-
+from interp.plots import novelty as plots_novelty
+from interp.plots.novelty import (
+    depth_correlations,
+    pearson_r,
+    plot_novelty,
+    rankdata,
+    spearman_r,
+)
 
 # --------------------------------------------------------------------------------------------------
 # Correlations
@@ -124,7 +129,7 @@ def stub_probe(calls: list):
 
 
 def test_novelty_pretrained_compute_and_render(tmp_path, monkeypatch, capsys):
-    from interp import pretrained
+    from interp import hf as pretrained
 
     infos = [pretrained.ModelInfo(name, installed, "A", 2, 8, 16, None, False, "x", "", f"pip install {name}")
              for name, installed in (("m-installed", True), ("m-absent", False))]
@@ -158,8 +163,8 @@ def test_novelty_tapered_default_run_dirs_are_train_comparisons():
 
 def tiny_run(path, label: str, d_mlp: list[int], status: str = "done"):
     """A checkpoint dir like a finished training run: our 8k wiki BPE (cached), the width label, result.json."""
-    from interp import checkpoints
     from interp.model import ModelConfig, TaperedLM
+    from interp.training import checkpoints
 
     torch.manual_seed(0)
     model = TaperedLM(ModelConfig(vocab_size=8192, d_model=16, n_layers=len(d_mlp), n_heads=2, d_mlp=d_mlp, n_ctx=32))

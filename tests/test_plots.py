@@ -9,7 +9,13 @@ import pandas as pd
 import pytest
 from matplotlib.figure import Figure
 
-from interp.plots import final_val_ppl, plot_loss_curves, plot_schedules, save_figure, smooth
+from interp.plots import (
+    final_val_ppl,
+    plot_loss_curves,
+    plot_schedules,
+    save_figure,
+    smooth,
+)
 
 N_LAYERS, D_FF, MULTIPLE = 6, 64, 16
 

@@ -1,4 +1,4 @@
-"""interp.pretrained: name resolution, site maps, the dequantized cache, and agreement of the three hooking
+"""interp.hf: name resolution, site maps, the dequantized cache, and agreement of the three hooking
 backends (plain torch hooks, TransformerBridge, nnsight) on real pretrained models.
 
 Unit tests use tiny random HF models built in memory (milliseconds); tests that load SmolLM2 or
@@ -13,10 +13,16 @@ import pytest
 import torch
 from torch import nn
 
-from interp import pretrained as pt
+from interp import hf as pt
+from interp._util.paths import CONFIG_FILE, WEIGHTS_FILE
 from interp.cli import models as cli_models
-from interp.paths import CONFIG_FILE, WEIGHTS_FILE
-from interp.pretrained import SiteMap, get_submodule, layer_modules, load_pretrained, site_map_for
+from interp.hf import (
+    SiteMap,
+    get_submodule,
+    layer_modules,
+    load_pretrained,
+    site_map_for,
+)
 
 # --------------------------------------------------------------------------------------------------
 # Independent reference: read the stream with plain torch hooks at the modules a SiteMap names
@@ -198,7 +204,7 @@ def test_registered_but_missing_package_gives_pip_command(monkeypatch):
 
 def test_tapered_checkpoint_dir_is_refused(tmp_path):
     (tmp_path / CONFIG_FILE).write_text(json.dumps({"model": {"d_mlp": [96, 32]}, "schedule": "cosine"}))
-    with pytest.raises(ValueError, match="interp.checkpoints"):
+    with pytest.raises(ValueError, match="interp.training.checkpoints"):
         load_pretrained(str(tmp_path))
 
 

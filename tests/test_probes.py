@@ -14,9 +14,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from interp import checkpoints, pretrained, probes
+from interp import hf as pretrained
+from interp import probes
 from interp.model import ModelConfig, TaperedLM
 from interp.probes import METRIC_NAMES, NoveltyAccumulator
+from interp.training import checkpoints
 
 VOCAB = 64
 SITE_HOOKS = {s: f"hook_{s}" for s in probes.SITES}

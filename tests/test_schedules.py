@@ -16,8 +16,16 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from interp.schedules import (PROFILES, SCHEDULES, WidthSpec, group_sizes, group_widths, profile_widths,
-                              ratios, taper_widths)
+from interp.schedules import (
+    PROFILES,
+    SCHEDULES,
+    WidthSpec,
+    group_sizes,
+    group_widths,
+    profile_widths,
+    ratios,
+    taper_widths,
+)
 
 D_FFS = (256, 512, 1024, 1536, 2048, 2752, 4096)
 MULTIPLES = (16, 64, 128)

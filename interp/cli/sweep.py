@@ -20,7 +20,7 @@ import json
 import sys
 from pathlib import Path
 
-from interp.paths import FIGURES_DIR
+from interp._util.paths import FIGURES_DIR
 
 
 def add_experiment_arguments(p: argparse.ArgumentParser, seeds: int) -> None:
@@ -64,7 +64,7 @@ def config_from_args(module, args: argparse.Namespace, command: str):
 
 
 def _print_dry_run(exp) -> None:
-    from interp.experiments import check_equal_params, is_done
+    from interp.training.experiments import check_equal_params, is_done
 
     configs = exp.configs()
     params = check_equal_params(cfg for _, _, cfg in configs)
@@ -97,7 +97,11 @@ def run_analysis(module, args: argparse.Namespace, command: str) -> int:
     """Train (or skip/resume) every run, rebuild the tables, render the figure; return the exit status."""
     from analyses import read_table
     from analyses.group_ablation import compute_tables
-    from interp.experiments import ExperimentFailed, is_main_rank, run_experiment
+    from interp.training.experiments import (
+        ExperimentFailed,
+        is_main_rank,
+        run_experiment,
+    )
 
     cfg = config_from_args(module, args, command)
     try:

@@ -33,7 +33,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     width.add_argument("--end", type=float, help="last layer's width as a multiple of d_ff (e.g. 0.5)")
     width.add_argument("--profile", help="layer-group profile: wider-early | wider-middle | wider-late | uniform")
     width.add_argument("--multiple", type=int, help="round widths to this multiple (default 16)")
-    p.add_argument("--mixer", help="token mixer: attention | gated_attention | ... (interp.mixers)")
+    p.add_argument("--mixer", help="token mixer: attention | gated_attention | ... (interp.model.mixers)")
     p.add_argument("--source", help="corpus name (wiki, shakespeare), a text file or a folder")
     p.add_argument("--seed", type=int)
     p.add_argument("--steps", type=int)
@@ -54,7 +54,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def config_from_args(args: argparse.Namespace):
     """The TrainConfig these arguments describe (no training): testable without a shell."""
-    from interp.train import TrainConfig
+    from interp.training import TrainConfig
 
     if (args.start is not None or args.end is not None) and args.schedule in (None, "uniform"):
         raise SystemExit("interp train: --start/--end need --schedule linear|cosine|sigmoid")
@@ -80,7 +80,7 @@ def config_from_args(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
-    from interp.train import Trainer
+    from interp.training import Trainer
 
     cfg = config_from_args(args)
     try:

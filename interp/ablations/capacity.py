@@ -35,7 +35,7 @@ import torch.nn.functional as F
 from jaxtyping import Float, Int
 from torch import Tensor, nn
 
-from interp.ablation_config import DTYPE_NAMES, GROUPS, SELECTIONS, AblationConfig
+from interp.ablations.config import DTYPE_NAMES, GROUPS, SELECTIONS, AblationConfig
 from interp.stats import t_quantile
 
 if TYPE_CHECKING:
@@ -79,14 +79,14 @@ def _root(model: Any) -> nn.Module:
     """The nn.Module to run: a LoadedModel's `.model`, else the module itself."""
     root = getattr(model, "model", None) if not isinstance(model, nn.Module) else model
     if not isinstance(root, nn.Module):
-        raise TypeError(f"expected a LoadedModel (interp.pretrained), an HF causal LM or a TaperedLM, "
+        raise TypeError(f"expected a LoadedModel (interp.hf), an HF causal LM or a TaperedLM, "
                         f"got {type(model).__name__}")
     return root
 
 
 def _mlp_modules(model: Any) -> list[nn.Module]:
     """Per-layer MLP modules: via the SiteMap (LoadedModel / HF model), or `blocks[l].mlp` (TaperedLM)."""
-    from interp.pretrained import get_submodule, layer_modules, site_map_for
+    from interp.hf import get_submodule, layer_modules, site_map_for
 
     if not isinstance(model, nn.Module) and hasattr(model, "sites"):      # LoadedModel
         return [get_submodule(layer, model.sites.mlp) for layer in layer_modules(model)]
@@ -408,14 +408,14 @@ def run_pretrained_ablation(cfg: AblationConfig, loaded: Any = None,
     """
     import pandas as pd
 
-    from interp.provenance import versions_string
+    from interp._util.provenance import versions_string
 
     cfg.validate()
     say = log or (lambda _msg: None)
     if cfg.threads:
         torch.set_num_threads(int(cfg.threads))
     if loaded is None:
-        from interp.pretrained import load_pretrained
+        from interp.hf import load_pretrained
 
         loaded = load_pretrained(cfg.model, attn_implementation=cfg.attn_implementation)
     seqs = _load_sequences(cfg, loaded.tokenizer)

@@ -15,7 +15,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
-from interp.plots import COLORS, _require_columns, _styled
+from interp.plots.style import COLORS, _require_columns, _styled
 
 ABLATION_COLUMNS = ("kind", "group", "fraction", "selection", "seed", "layer", "delta", "delta_ci_low",
                     "delta_ci_high")

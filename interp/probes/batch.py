@@ -52,8 +52,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from interp import checkpoints, probes
-from interp.paths import CONFIG_FILE, WEIGHTS_FILE, cache_dir
+from interp import probes
+from interp._util.paths import CONFIG_FILE, WEIGHTS_FILE, cache_dir
+from interp.training import checkpoints
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -378,14 +379,14 @@ def shard(items: list, rank: int, world_size: int) -> list:
 
 def _shard_info(cfg: BatchConfig) -> tuple[int, int, bool, bool]:
     """(rank, world_size, a process group is live, we created it). Joins torchrun's group (gloo on CPU,
-    nccl on GPU, via interp.train.init_distributed) when MASTER_ADDR is set and the ranks come from the env."""
+    nccl on GPU, via interp.training.init_distributed) when MASTER_ADDR is set and the ranks come from the env."""
     import torch.distributed as dist
 
     world = cfg.world_size if cfg.world_size is not None else int(os.environ.get("WORLD_SIZE", "1"))
     rank = cfg.rank if cfg.rank is not None else int(os.environ.get("RANK", "0"))
     created = False
     if world > 1 and not dist.is_initialized() and "MASTER_ADDR" in os.environ and cfg.world_size is None:
-        from interp.train import init_distributed
+        from interp.training import init_distributed
 
         _, created = init_distributed()
     group = dist.is_available() and dist.is_initialized()

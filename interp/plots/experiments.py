@@ -2,7 +2,7 @@
 
 Kept apart from interp/plots.py (one module per owner) but built the same way: `Figure` objects,
 no pyplot, STYLE via rc_context, colours from COLORS, saved with interp.plots.save_figure.
-Inputs are the tables of interp.experiments.summarize plus the analyses' paper columns.
+Inputs are the tables of interp.training.experiments.summarize plus the analyses' paper columns.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pandas as pd
 from matplotlib.colors import TwoSlopeNorm
 from matplotlib.figure import Figure
 
-from interp.plots import _require_columns, _styled, color_for
+from interp.plots.style import _require_columns, _styled, color_for
 
 GROUP_COLUMNS = ("variant", "label", "n_seeds", "params", "val_ppl_mean", "val_ppl_ci_low", "val_ppl_ci_high",
                  "rel_val_ppl_pct_mean", "rel_val_ppl_pct_ci_low", "rel_val_ppl_pct_ci_high",

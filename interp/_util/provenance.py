@@ -6,7 +6,7 @@ import functools
 import importlib.metadata
 import subprocess
 
-from interp.paths import REPO_ROOT
+from interp._util.paths import REPO_ROOT
 
 TRACKED_PACKAGES = ("interp", "torch", "transformer-lens", "nnsight", "transformers", "numpy", "pandas")
 

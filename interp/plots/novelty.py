@@ -22,10 +22,11 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
-from interp.plots import COLORS, _require_columns, _styled, color_for
+from interp.plots.style import COLORS, _require_columns, _styled, color_for
+from interp.stats import DEFAULT_VARIANT, depth_correlations, pearson_r, rankdata, spearman_r  # noqa: F401 (re-exported)
+from interp.stats import with_variant as _with_variant
 
 NOVELTY_COLUMNS = ("layer", "depth", "metric", "mean", "ci_low", "ci_high")
-DEFAULT_VARIANT = "default"
 # Line style per analysis variant (a `variant` column); unknown variants cycle through the rest.
 VARIANT_STYLES = {DEFAULT_VARIANT: "-", "no_massive_dims": "--"}
 _OTHER_STYLES = (":", "-.")
@@ -41,73 +42,11 @@ SERIES_COLORS = ("#1f77b4", "#8c564b", "#17becf", "#bcbd22", "#e377c2")
 PAPER_NOTE = "paper, GPT-2 124M-1.5B: Pearson r with layer 0.49-0.71 (rho_MLP), 0.27-0.71 (rho_block)"
 
 
-# --------------------------------------------------------------------------------------------------
-# Correlation with depth (numpy only)
-# --------------------------------------------------------------------------------------------------
-
-def pearson_r(x: Sequence[float], y: Sequence[float]) -> float:
-    """Pearson correlation; NaN for fewer than 2 points or a constant input (undefined, not 0)."""
-    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
-    if x.shape != y.shape:
-        raise ValueError(f"pearson_r: x and y differ in length ({x.size} vs {y.size})")
-    if x.size < 2:
-        return float("nan")
-    dx, dy = x - x.mean(), y - y.mean()
-    denom = np.sqrt((dx * dx).sum() * (dy * dy).sum())
-    return float((dx * dy).sum() / denom) if denom > 0 else float("nan")
-
-
-def rankdata(x: Sequence[float]) -> np.ndarray:
-    """1-based ranks with ties given their average rank (scipy.stats.rankdata's default)."""
-    x = np.asarray(x, dtype=float)
-    order = np.argsort(x, kind="mergesort")
-    ranks = np.empty(x.size)
-    ranks[order] = np.arange(1, x.size + 1)
-    for value in np.unique(x):  # average the ranks of tied values
-        tied = x == value
-        if tied.sum() > 1:
-            ranks[tied] = ranks[tied].mean()
-    return ranks
-
-
-def spearman_r(x: Sequence[float], y: Sequence[float]) -> float:
-    """Spearman rank correlation: the Pearson r of the (tie-averaged) ranks."""
-    return pearson_r(rankdata(x), rankdata(y))
-
-
-def depth_correlations(df: pd.DataFrame, series: str = "model", metrics: Sequence[str] | None = None) -> pd.DataFrame:
-    """One row per (series, variant, metric): Pearson and Spearman r of the per-layer mean with the layer
-    index (the same r as with normalised depth), plus a few numbers that say what the curve does:
-    the mean over the first and second half of the layers, and the layer of the minimum and maximum."""
-    _require_columns(df, (series, *NOVELTY_COLUMNS), "depth_correlations")
-    df = _with_variant(df)
-    if metrics is not None:
-        df = df[df["metric"].isin(metrics)]
-    rows = []
-    for (name, variant, metric), g in df.groupby([series, "variant", "metric"], sort=False):
-        g = g.sort_values("layer")
-        layer, mean = g["layer"].to_numpy(), g["mean"].to_numpy()
-        half = len(g) // 2
-        rows.append({series: name, "variant": variant, "metric": metric, "n_layers": len(g),
-                     "pearson_r": pearson_r(layer, mean), "spearman_r": spearman_r(layer, mean),
-                     "mean_first_half": float(mean[:half].mean()) if half else float("nan"),
-                     "mean_second_half": float(mean[half:].mean()),
-                     "min": float(mean.min()), "argmin_layer": int(layer[mean.argmin()]),
-                     "max": float(mean.max()), "argmax_layer": int(layer[mean.argmax()])})
-    return pd.DataFrame(rows)
-
-
 def series_color(name: str, index: int) -> str:
     """A width schedule's figure-wide colour (interp.plots.COLORS), else the index-th of SERIES_COLORS."""
     if str(name).split(" ")[0] in COLORS:
         return color_for(str(name), index)
     return SERIES_COLORS[index % len(SERIES_COLORS)]
-
-
-def _with_variant(df: pd.DataFrame) -> pd.DataFrame:
-    if "variant" in df.columns:
-        return df.assign(variant=df["variant"].fillna(DEFAULT_VARIANT).astype(str))
-    return df.assign(variant=DEFAULT_VARIANT)
 
 
 def _variant_style(variant: str, others: list[str]) -> str:

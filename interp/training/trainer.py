@@ -36,14 +36,20 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel
 
-from interp import checkpoints
-from interp.config_io import reject_unknown_keys
+from interp._util.config import reject_unknown_keys
+from interp._util.paths import CONFIG_FILE, LOG_FILE, RESULT_FILE, TRAIN_STATE_FILE
+from interp._util.provenance import provenance
 from interp.data import TokenData, prepare_tokens
-from interp.model import ModelConfig, TaperedLM, flops_per_token, param_counts, training_flops_per_token
-from interp.paths import CONFIG_FILE, LOG_FILE, RESULT_FILE, TRAIN_STATE_FILE
-from interp.presets import PRESETS
-from interp.provenance import provenance
+from interp.model import (
+    ModelConfig,
+    TaperedLM,
+    flops_per_token,
+    param_counts,
+    training_flops_per_token,
+)
 from interp.schedules import WidthSpec
+from interp.training import checkpoints
+from interp.training.presets import PRESETS
 
 DTYPES = ("fp32", "bf16", "auto")
 WIDTH_FIELDS = tuple(f.name for f in dataclasses.fields(WidthSpec))
@@ -119,7 +125,7 @@ class TrainConfig:
         width_kw = {k: overrides.pop(k) for k in WIDTH_FIELDS if k in overrides}
         unknown = sorted(set(overrides) - {f.name for f in dataclasses.fields(self)})
         if unknown:
-            raise ValueError(f"TrainConfig: unknown fields {unknown}; see interp.train.TrainConfig")
+            raise ValueError(f"TrainConfig: unknown fields {unknown}; see interp.training.TrainConfig")
         if width_kw:
             spec = {**self.width.to_dict(), **width_kw}
             if width_kw.get("profile") and "schedule" not in width_kw:
@@ -487,7 +493,9 @@ class Trainer:
             (out / LOG_FILE).unlink(missing_ok=True)
             checkpoints.write_json_atomic(out / CONFIG_FILE, self.run_config)
 
-        from tqdm.auto import tqdm  # imported here: keeps `import interp.train` light
+        from tqdm.auto import (
+            tqdm,  # imported here: keeps `import interp.training` light
+        )
         bar = tqdm(total=cfg.steps, initial=step, unit="step", dynamic_ncols=True,
                    disable=not (cfg.progress and self.dist.main and sys.stderr.isatty()))
         tokens_per_step = cfg.batch_size * cfg.n_ctx

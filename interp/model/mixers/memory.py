@@ -29,10 +29,11 @@ from jaxtyping import Float
 from torch import Tensor, nn
 from transformer_lens.hook_points import HookPoint
 
-from interp.mixers import CausalSelfAttention, MixerFlops, _linear, register_mixer
+from interp.model.mixers.attention import CausalSelfAttention, _linear
+from interp.model.mixers.registry import MixerFlops, register_mixer
 
 if TYPE_CHECKING:
-    from interp.model import ModelConfig
+    from interp.model.config import ModelConfig
 
 Options = TypeVar("Options")
 

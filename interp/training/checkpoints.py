@@ -17,92 +17,19 @@ else in it (training config, widths, data metadata, provenance) is the caller's.
 from __future__ import annotations
 
 import json
-import os
 import re
-import struct
-import tempfile
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import torch
 from safetensors import safe_open
 from safetensors.torch import load_model, save_model
 
+from interp._util.io import PathLike, atomic_write, safetensors_header, write_json_atomic  # noqa: F401 (re-exported)
+from interp._util.paths import CONFIG_FILE, TRAIN_STATE_FILE, WEIGHTS_FILE
 from interp.model import ModelConfig, TaperedLM
-from interp.paths import CONFIG_FILE, TRAIN_STATE_FILE, WEIGHTS_FILE
-
-PathLike = str | os.PathLike
-
 
 class CheckpointError(ValueError):
     """A checkpoint directory that cannot be loaded; the message names the file, the field and the fix."""
-
-
-# ----------------------------------------------------------------------------------------- atomic I/O
-
-def _fsync_dir(directory: Path) -> None:
-    """Persist the directory entry itself (the rename), not only the file contents."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:  # some filesystems / platforms cannot open directories
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-def _write_temp(directory: Path, name: str, write: Callable[[Path], None]) -> Path:
-    """Write via `write(tmp_path)` to a temporary file beside `name`, fsync it, return its path."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=directory)
-    os.close(fd)
-    tmp_path = Path(tmp)
-    try:
-        os.chmod(tmp_path, 0o666 & ~_umask())  # mkstemp creates 0600; give the file normal permissions
-        write(tmp_path)
-        with open(tmp_path, "rb+") as f:
-            os.fsync(f.fileno())
-    except BaseException:
-        tmp_path.unlink(missing_ok=True)
-        raise
-    return tmp_path
-
-
-def atomic_write(directory: PathLike, writers: dict[str, Callable[[Path], None]]) -> None:
-    """Write several files so each one is either the old or the complete new version.
-
-    All temporary files are written and fsynced before the first os.replace, in dict order, so a
-    crash while writing (the slow part) changes nothing; temporaries are removed on failure.
-    """
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    temps: dict[str, Path] = {}
-    try:
-        for name, write in writers.items():
-            temps[name] = _write_temp(directory, name, write)
-        for name, tmp in list(temps.items()):
-            os.replace(tmp, directory / name)
-            del temps[name]
-    finally:
-        for tmp in temps.values():
-            tmp.unlink(missing_ok=True)
-    _fsync_dir(directory)
-
-
-def write_json_atomic(path: PathLike, obj: Any) -> None:
-    """One JSON file, atomically (used for config.json, result.json and rewritten logs)."""
-    path = Path(path)
-    text = json.dumps(obj, indent=2, sort_keys=False) + "\n"
-    atomic_write(path.parent, {path.name: lambda p: p.write_text(text)})
 
 
 # -------------------------------------------------------------------------------- model checkpoints
@@ -144,7 +71,7 @@ def read_config(dir: PathLike) -> dict:
     path = Path(dir) / CONFIG_FILE
     if not path.is_file():
         raise FileNotFoundError(f"{path}: missing; a checkpoint directory needs {CONFIG_FILE} and "
-                                f"{WEIGHTS_FILE} (written by interp.checkpoints.save_checkpoint / `interp train`)")
+                                f"{WEIGHTS_FILE} (written by interp.training.checkpoints.save_checkpoint / `interp train`)")
     try:
         config = json.loads(path.read_text())
     except json.JSONDecodeError as err:
@@ -152,7 +79,7 @@ def read_config(dir: PathLike) -> dict:
                               "restore it or re-save the checkpoint") from err
     if not isinstance(config, dict) or not isinstance(config.get("model"), dict):
         raise CheckpointError(f"{path}: missing field 'model' (the ModelConfig.to_dict() of the weights); "
-                              "re-save with interp.checkpoints.save_checkpoint")
+                              "re-save with interp.training.checkpoints.save_checkpoint")
     return config
 
 
@@ -164,30 +91,6 @@ def _model_config_from(config: dict, path: Path) -> ModelConfig:
         raise CheckpointError(f"{path}: field 'model' is not a valid ModelConfig ({err}); "
                               "fix the listed key or re-save the checkpoint") from err
     return cfg
-
-
-def _safetensors_header(path: Path) -> dict:
-    """Parse the safetensors header by hand so a truncated file gets a clear message, not a Rust error."""
-    size = path.stat().st_size
-    with open(path, "rb") as f:
-        raw = f.read(8)
-        if len(raw) < 8:
-            raise CheckpointError(f"{path}: {size} bytes, too short to be a safetensors file (truncated); "
-                                  "re-save the checkpoint or restore it from a copy")
-        (n_header,) = struct.unpack("<Q", raw)
-        if 8 + n_header > size:
-            raise CheckpointError(f"{path}: header claims {n_header} bytes but the file has {size} "
-                                  "(truncated); re-save the checkpoint or restore it from a copy")
-        try:
-            header = json.loads(f.read(n_header))
-        except (json.JSONDecodeError, UnicodeDecodeError) as err:
-            raise CheckpointError(f"{path}: unreadable safetensors header ({err}); the file is corrupt") from err
-    header.pop("__metadata__", None)
-    end = max((t["data_offsets"][1] for t in header.values()), default=0)
-    if 8 + n_header + end > size:
-        raise CheckpointError(f"{path}: tensor data ends at byte {8 + n_header + end} but the file has "
-                              f"{size} (truncated); re-save the checkpoint or restore it from a copy")
-    return header
 
 
 def _config_field_for(tensor_name: str) -> str:
@@ -227,7 +130,7 @@ def validate_checkpoint(dir: PathLike) -> dict:
     if not weights.is_file():
         raise FileNotFoundError(f"{weights}: missing; the checkpoint has {CONFIG_FILE} but no weights. "
                                 "Re-save it, or point at a directory that holds both files")
-    header = _safetensors_header(weights)
+    header = safetensors_header(weights, CheckpointError)
     expected, aliases = expected_shapes(cfg)
     unexpected = sorted(set(header) - set(expected))
     if unexpected:

@@ -507,8 +507,8 @@ def _hooked_mlp_modules(model: nn.Module, n_layers: int) -> list[nn.Module]:
 
 
 def _hf_target(loaded: Any, mlp_in: bool = False) -> _Target:
-    """Sites of an HF model from its SiteMap (interp.pretrained). Accepts a LoadedModel or a bare HF model."""
-    from interp import pretrained
+    """Sites of an HF model from its SiteMap (interp.hf). Accepts a LoadedModel or a bare HF model."""
+    from interp import hf as pretrained
 
     model = loaded.model if isinstance(loaded, pretrained.LoadedModel) else loaded
     try:
@@ -528,7 +528,7 @@ def _hf_target(loaded: Any, mlp_in: bool = False) -> _Target:
 def _hf_layer_sites(sm: Any, layer: int | str, mlp_in: bool = False) -> list[_Site]:
     """Layer input = resid_pre; input of the MLP's input norm = resid_mid; [input of the MLP = mlp_in, the
     normalised stream it reads]; output of the MLP (or of the post-MLP norm, Gemma) = mlp_out; layer
-    output = resid_post (see interp.pretrained.SiteMap). Forward order."""
+    output = resid_post (see interp.hf.SiteMap). Forward order."""
     return [_Site("resid_pre", f"{sm.layers}.{layer}", "input"),
             _Site("resid_mid", f"{sm.layers}.{layer}.{sm.mlp_input_norm}", "input"),
             *([_Site("mlp_in", f"{sm.layers}.{layer}.{sm.mlp}", "input")] if mlp_in else []),
@@ -678,7 +678,7 @@ def _hooked_root_class() -> type:
 
 def _hf_source(model: Any) -> Any:
     """A LoadedModel or a bare nn.Module that is neither a HookedRootModule nor a bridge, else None."""
-    from interp import pretrained
+    from interp import hf as pretrained
 
     if isinstance(model, pretrained.LoadedModel):
         return model
@@ -694,7 +694,7 @@ def _plan(model: Any, backend: str, mlp_in: bool = False) -> tuple[Callable[...,
     A HookedRootModule (TaperedLM) works with every backend: torch hooks go on its HookPoints,
     transformer_lens/hookpoints use its run_with_hooks, nnsight wraps it with nnsight.NNsight.
     """
-    from interp import pretrained
+    from interp import hf as pretrained
 
     if backend not in BACKENDS:
         raise ValueError(f"backend={backend!r}: choose one of {BACKENDS}")
@@ -712,14 +712,14 @@ def _plan(model: Any, backend: str, mlp_in: bool = False) -> tuple[Callable[...,
     source = _hf_source(model)
     if source is None:
         raise TypeError(f"cannot probe a {type(model).__name__}: pass a registry name / path, an "
-                        "interp.pretrained.LoadedModel, an HF causal LM, a TaperedLM or a TransformerBridge")
+                        "interp.hf.LoadedModel, an HF causal LM, a TaperedLM or a TransformerBridge")
     if backend == "hookpoints":
         raise ValueError("backend='hookpoints' needs a HookedRootModule (e.g. our TaperedLM); for an HF model "
                          "use backend='transformer_lens' (it builds a TransformerBridge) or 'torch'")
     if backend == "transformer_lens":
         if not isinstance(source, pretrained.LoadedModel):
             raise ValueError("backend='transformer_lens' needs a LoadedModel (the bridge needs the tokenizer): "
-                             "use interp.pretrained.load_pretrained(...) or pass the model by name")
+                             "use interp.hf.load_pretrained(...) or pass the model by name")
         bridge = pretrained.to_transformer_bridge(source)
         return _plan(bridge, backend, mlp_in)
     target = _hf_target(source, mlp_in)
@@ -871,7 +871,7 @@ def to_frame(acc: NoveltyAccumulator, **columns: Any) -> pd.DataFrame:
     (backend, sites, dtype, positions) are repeated on every row."""
     import pandas as pd
 
-    from interp.provenance import versions_string
+    from interp._util.provenance import versions_string
 
     df = pd.DataFrame(acc.summary())
     df["n_layers"] = acc.n_layers
@@ -980,8 +980,8 @@ def probe(model: Any = "smollm2-135m", text: str | Path | None = None, tokens: i
     """Per-layer novelty metrics of one model over held-out text, as a tidy long table (one row per
     layer and metric; columns in the module docstring of the table, see to_frame).
 
-    model: a registry name / HF dir / .gguf / hub id (interp.pretrained.load_pretrained), one of our
-        checkpoint directories (interp.checkpoints; tokenized with the checkpoint's own tokenizer), or
+    model: a registry name / HF dir / .gguf / hub id (interp.hf.load_pretrained), one of our
+        checkpoint directories (interp.training.checkpoints; tokenized with the checkpoint's own tokenizer), or
         an already-loaded object (LoadedModel, HF model, TaperedLM, TransformerBridge) with tokenizer=.
     text: None (held-out wiki), a corpus name, or a text file; see the module docstring for how tokens,
         seq_len and prepend_bos cut it. Too little text raises ValueError before any weights are loaded
@@ -992,7 +992,8 @@ def probe(model: Any = "smollm2-135m", text: str | Path | None = None, tokens: i
         forward) | a list of dims: zeroed in every operand; rows get columns excluded_dims etc.
     The table's attrs["timing"] holds load and probe seconds.
     """
-    from interp import checkpoints, pretrained
+    from interp import hf as pretrained
+    from interp.training import checkpoints
 
     # validate cheap arguments before touching any file
     _with_reference(metrics, reference)

@@ -5,7 +5,7 @@ steps and everything else; only `TrainConfig.width` and `seed` differ between it
 lives in its own directory, which is the only state there is:
 
     <root>/<experiment>/<variant>/seed<k>/   config.json, log.jsonl, model.safetensors,
-                                             train_state.pt, result.json (interp.train), error.txt (here)
+                                             train_state.pt, result.json (interp.training), error.txt (here)
 
 Why directories and no database: rerunning the command skips runs whose result.json says "done"
 (without even constructing a Trainer), resumes interrupted ones (TrainConfig.resume=True), and
@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import os
 import re
 import time
@@ -46,13 +45,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from interp.paths import CONFIG_FILE, RESULT_FILE
+from interp._util.paths import CONFIG_FILE, RESULT_FILE
 from interp.schedules import PROFILES, WidthSpec
 from interp.stats import mean_ci, t_cdf, t_quantile  # noqa: F401  (re-exported: used by callers)
 
 if TYPE_CHECKING:  # imported lazily at run time: `interp --help` and plots must not load torch
     from interp.data import TokenData
-    from interp.train import TrainConfig
+    from interp.training import TrainConfig
 
 ERROR_FILE = "error.txt"
 BASELINE = "uniform"
@@ -143,7 +142,7 @@ class Experiment:
 
         `multiple` / `k` in overrides apply to every variant's WidthSpec (e.g. multiple=128 on a GPU).
         """
-        from interp.train import TrainConfig
+        from interp.training import TrainConfig
 
         shared = {k: v for k, v in self.overrides.items() if k not in ("multiple", "k")}
         width_kw = {k: v for k, v in self.overrides.items() if k in ("multiple", "k")}
@@ -237,7 +236,7 @@ def is_done(run_dir: Path, cfg: TrainConfig) -> bool:
     A finished run of a *different* config is not done: the Trainer then refuses it with a message
     naming the differing fields, and the run is reported as failed rather than silently reused.
     """
-    from interp.train import config_diff
+    from interp.training import config_diff
 
     result, config = _read_json(run_dir / RESULT_FILE), _read_json(run_dir / CONFIG_FILE)
     return bool(result and config and result.get("status") == DONE
@@ -268,7 +267,7 @@ def run_experiment(exp: Experiment, data: TokenData | None = None, log: Callable
     `data` (an interp.data.TokenData) is passed to every Trainer when given (tests, notebooks);
     otherwise it is prepared once from the runs' config.
     """
-    from interp.train import Trainer
+    from interp.training import Trainer
 
     configs = exp.configs()
     params = check_equal_params(cfg for _, _, cfg in configs)  # pre-flight, at the configured vocabulary

@@ -16,7 +16,7 @@ RESULT_FILE = "result.json"
 TOKENS_SUFFIX = ".bin"
 TOKENS_META_SUFFIX = ".json"
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 FIGURES_DIR = REPO_ROOT / "figures"
 
 

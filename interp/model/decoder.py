@@ -2,7 +2,7 @@
 
 Transformer++ form (as in the paper): pre-norm RMSNorm, RoPE, SwiGLU MLP (gate_proj, up_proj,
 down_proj; silu), no biases, untied embeddings by default. The token mixer comes from the
-interp.mixers registry, so attention variants and recurrent/memory mixers share the block code.
+interp.model.mixers registry, so attention variants and recurrent/memory mixers share the block code.
 
 Built from TransformerLens HookPoints on a HookedRootModule, so `run_with_cache` /
 `run_with_hooks` use the names researchers know, and nnsight.NNsight wraps it unchanged:
@@ -26,10 +26,7 @@ init_std / sqrt(2 * n_layers), so the residual variance at init does not grow wi
 
 from __future__ import annotations
 
-import dataclasses
 import math
-import operator
-from dataclasses import dataclass
 from typing import Literal
 
 import torch
@@ -39,77 +36,12 @@ from torch import Tensor, nn
 from transformer_lens import HookedRootModule
 from transformer_lens.hook_points import HookPoint
 
-from interp.config_io import reject_unknown_keys
-from interp.mixers import MIXERS
-
 ReturnType = Literal["logits", "loss", "both"]
 _RETURN_TYPES = ("logits", "loss", "both")
 
 
-@dataclass
-class ModelConfig:
-    """Shape of a tapered LM. Only d_mlp varies with depth; everything else is uniform (as in the paper)."""
-
-    vocab_size: int
-    d_model: int
-    n_layers: int
-    n_heads: int
-    d_mlp: list[int]  # per-layer SwiGLU intermediate width
-    n_ctx: int = 256
-    mixer: str = "attention"  # key of interp.mixers.MIXERS
-    rope_theta: float = 10000.0
-    norm_eps: float = 1e-6
-    init_std: float = 0.02
-    tie_embeddings: bool = False
-    # Mixer-specific settings (e.g. Titans memory chunk size); fixed per model, never tapered.
-    mixer_options: dict = dataclasses.field(default_factory=dict)
-
-    @property
-    def d_head(self) -> int:
-        return self.d_model // self.n_heads
-
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict) -> ModelConfig:
-        """Inverse of to_dict; rejects unknown keys (a typo would otherwise silently use a default)."""
-        reject_unknown_keys(cls, d)
-        cfg = cls(**{**d, "d_mlp": list(d.get("d_mlp", []))})
-        cfg.validate()
-        return cfg
-
-    def validate(self) -> None:
-        """Raise ValueError naming the bad field and the fix; called by TaperedLM before building.
-
-        Also normalises d_mlp to a list of Python ints (numpy ints from a schedule would break JSON).
-        """
-        for name in ("vocab_size", "d_model", "n_layers", "n_heads", "n_ctx"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise ValueError(f"ModelConfig.{name} must be a positive int, got {value!r}")
-        if self.d_model % self.n_heads:
-            raise ValueError(f"ModelConfig.d_model={self.d_model} must be divisible by n_heads={self.n_heads}")
-        if self.d_head % 2:
-            raise ValueError(f"ModelConfig: d_head = d_model / n_heads = {self.d_head} must be even for RoPE; "
-                             "change d_model or n_heads")
-        if len(self.d_mlp) != self.n_layers:
-            raise ValueError(f"ModelConfig.d_mlp has {len(self.d_mlp)} widths but n_layers={self.n_layers}; "
-                             "give one SwiGLU width per layer (e.g. interp.schedules.taper_widths)")
-        for layer, width in enumerate(self.d_mlp):
-            try:
-                ok = not isinstance(width, bool) and operator.index(width) > 0
-            except TypeError:
-                ok = False
-            if not ok:
-                raise ValueError(f"ModelConfig.d_mlp[{layer}] must be a positive int, got {width!r}")
-        self.d_mlp = [operator.index(w) for w in self.d_mlp]  # numpy ints -> int, so to_dict is JSON-safe
-        if self.mixer not in MIXERS:
-            raise ValueError(f"ModelConfig.mixer={self.mixer!r} is not registered; choose one of "
-                             f"{sorted(MIXERS)} or register it with interp.mixers.register_mixer")
-        if self.rope_theta <= 0 or self.norm_eps <= 0 or self.init_std <= 0:
-            raise ValueError("ModelConfig.rope_theta, norm_eps and init_std must be > 0, got "
-                             f"{self.rope_theta}, {self.norm_eps}, {self.init_std}")
+from interp.model.config import ModelConfig
+from interp.model.mixers import MIXERS
 
 
 class RMSNorm(nn.Module):
@@ -220,67 +152,3 @@ def next_token_loss(logits: Float[Tensor, "batch pos d_vocab"], tokens: Int[Tens
         raise ValueError(f"next_token_loss: need at least 2 positions for a next-token loss, got {tokens.shape[1]}")
     targets = F.pad(tokens[:, 1:].long(), (0, 1), value=-100)
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=-100)
-
-
-# ---------------------------------------------------------------------------------------------
-# Analytic size and cost. Both return the same structure, so a table can put them side by side.
-
-def _layer_table(cfg: ModelConfig, mixer: list[int], mlp: list[int], norms: int, extra: dict[str, list[int]]
-                 ) -> list[dict]:
-    rows = []
-    for layer in range(cfg.n_layers):
-        row = {"layer": layer, "mixer": mixer[layer], "mlp": mlp[layer], "norms": norms}
-        row["total"] = row["mixer"] + row["mlp"] + norms
-        row.update({k: v[layer] for k, v in extra.items()})
-        rows.append(row)
-    return rows
-
-
-def param_counts(cfg: ModelConfig) -> dict:
-    """Parameters per layer and in total, from the config alone (equals sum(p.numel()) of TaperedLM(cfg)).
-
-    {"per_layer": [{"layer", "mixer", "mlp", "norms", "total"}], "embedding", "unembedding",
-     "final_norm", "total"}; "unembedding" is 0 when embeddings are tied.
-    """
-    cfg.validate()
-    mixer_cls = MIXERS[cfg.mixer]
-    per_layer = _layer_table(cfg,
-                             mixer=[mixer_cls.n_params(cfg, layer) for layer in range(cfg.n_layers)],
-                             mlp=[SwiGLU.n_params(cfg.d_model, w) for w in cfg.d_mlp],
-                             norms=2 * cfg.d_model, extra={})
-    out = {"per_layer": per_layer,
-           "embedding": cfg.vocab_size * cfg.d_model,
-           "unembedding": 0 if cfg.tie_embeddings else cfg.vocab_size * cfg.d_model,
-           "final_norm": cfg.d_model}
-    out["total"] = sum(r["total"] for r in per_layer) + out["embedding"] + out["unembedding"] + out["final_norm"]
-    return out
-
-
-def flops_per_token(cfg: ModelConfig, seq_len: int, causal: bool = True) -> dict:
-    """Forward matmul FLOPs per token (2 per multiply-add), per layer and in total.
-
-    Same structure as param_counts, plus "attention_scores" (per layer and summed: QK^T and
-    pattern @ V, already included in "mixer"). Attention cost uses the causal average of (T+1)/2
-    attended keys per query (`causal=False`: all T keys, the PaLM/Chinchilla convention).
-    Embedding lookup and norms cost 0 here (no matmul); the unembedding is 2 * d_model * vocab.
-    MLP FLOPs are linear in d_mlp, so a tapered model and its same-mean uniform baseline tie exactly.
-    """
-    cfg.validate()
-    if isinstance(seq_len, bool) or not isinstance(seq_len, int) or seq_len <= 0:
-        raise ValueError(f"flops_per_token: seq_len must be a positive int, got {seq_len!r}")
-    mixer_cls = MIXERS[cfg.mixer]
-    mixer = [mixer_cls.forward_flops(cfg, layer, seq_len, causal) for layer in range(cfg.n_layers)]
-    per_layer = _layer_table(cfg,
-                             mixer=[m.dense + m.attention_scores for m in mixer],
-                             mlp=[2 * SwiGLU.n_params(cfg.d_model, w) for w in cfg.d_mlp],
-                             norms=0, extra={"attention_scores": [m.attention_scores for m in mixer]})
-    out = {"per_layer": per_layer, "embedding": 0, "unembedding": 2 * cfg.d_model * cfg.vocab_size,
-           "final_norm": 0, "attention_scores": sum(m.attention_scores for m in mixer)}
-    out["total"] = sum(r["total"] for r in per_layer) + out["unembedding"]
-    return out
-
-
-def training_flops_per_token(cfg: ModelConfig, seq_len: int, causal: bool = True) -> int:
-    """Forward + backward ~= 3 x forward (backward computes grads w.r.t. inputs and weights); for MFU."""
-    return 3 * flops_per_token(cfg, seq_len, causal)["total"]
-

@@ -2,7 +2,7 @@
 
 Built like interp/plots_experiments.py (Figure objects, no pyplot, STYLE via _styled, schedule colours
 from COLORS), from the table analyses.architectures.tables() writes: one row per mixer x width variant
-with interp.experiments.summarize's columns plus mixer, architecture and the paper's columns.
+with interp.training.experiments.summarize's columns plus mixer, architecture and the paper's columns.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from interp.plots import _require_columns, _styled, color_for
-from interp.plots_experiments import _error, annotate_ours_vs_paper
+from interp.plots.style import _require_columns, _styled, color_for
+from interp.plots.experiments import _error, annotate_ours_vs_paper
 
 ARCH_COLUMNS = ("mixer", "architecture", "variant", "label", "n_seeds", "params", "val_ppl_mean",
                 "val_ppl_ci_low", "val_ppl_ci_high", "rel_val_ppl_pct_mean", "rel_val_ppl_pct_ci_low",

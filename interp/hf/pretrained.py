@@ -9,7 +9,7 @@ Names accepted by `load_pretrained`:
   * a registry name (`available_models()`): "smollm2-135m" (default), "gemma3-270m";
   * a local HF model directory (config.json with `model_type`), a `.gguf` file, or a folder holding one;
   * a hub id ("org/name"), passed to `from_pretrained` (fails fast offline, with a clear message).
-Our own tapered checkpoints are NOT pretrained models: load those with `interp.checkpoints`.
+Our own tapered checkpoints are NOT pretrained models: load those with `interp.training.checkpoints`.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from interp.paths import CONFIG_FILE, WEIGHTS_FILE, cache_dir
+from interp._util.paths import CONFIG_FILE, WEIGHTS_FILE, cache_dir
 
 DEFAULT_MODEL = "smollm2-135m"
 CACHE_SUBDIR = "pretrained"
@@ -118,7 +118,7 @@ def site_map_for(model: nn.Module | str) -> SiteMap:
     if arch not in SITE_MAPS:
         raise ValueError(
             f"no SiteMap for architecture {arch!r} (known: {', '.join(sorted(SITE_MAPS))}). Add one with "
-            f"interp.pretrained.register_site_map({arch!r}, SiteMap(layers='model.layers', mlp='mlp', "
+            f"interp.hf.register_site_map({arch!r}, SiteMap(layers='model.layers', mlp='mlp', "
             f"attn='self_attn', mlp_input_norm=..., post_mlp_norm=None, post_attn_norm=None, "
             f"final_norm='model.norm', notes=...)), reading the decoder layer's forward() to see which "
             f"norm receives the residual stream before the MLP.")
@@ -343,7 +343,7 @@ def _drop_quantization_state(model: nn.Module) -> None:
 
 def _save_cache(model: nn.Module, tokenizer: Any, path: Path, origin: dict[str, str]) -> None:
     """save_pretrained into a temp dir beside `path`, then rename: a crash never leaves half a cache."""
-    from interp.provenance import package_versions
+    from interp._util.provenance import package_versions
 
     tmp = path.parent / f".tmp-{path.name}-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
@@ -417,7 +417,7 @@ def _resolve_dir(path: Path) -> _Resolved:
         if "model_type" not in cfg and "architectures" not in cfg:
             raise ValueError(
                 f"{config} has no 'model_type': this looks like an interp tapered checkpoint, not an HF model. "
-                f"Load it with interp.checkpoints (the probes accept both).")
+                f"Load it with interp.training.checkpoints (the probes accept both).")
         return _Resolved("hf_dir", str(path.resolve()), path.name)
     ggufs = sorted(path.glob(f"*{GGUF_SUFFIX}"))
     if len(ggufs) == 1:

