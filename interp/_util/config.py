@@ -1,9 +1,17 @@
-"""Shared rule for reading config dicts back into dataclasses: an unknown key is an error, never ignored
-(a typo in a stored config.json must not silently fall back to a default)."""
+"""Config dataclasses: declared once, read back strictly, turned into command-line flags.
+
+An unknown key in a stored config is an error, never ignored (a typo in a stored config.json must not
+silently fall back to a default); each option field carries its help, so the CLI is generated from it."""
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
+import json
+import types
+import typing
+from collections.abc import Callable, Iterable
+from typing import Any
 
 
 def reject_unknown_keys(cls: type, d: dict) -> None:
@@ -12,3 +20,112 @@ def reject_unknown_keys(cls: type, d: dict) -> None:
     unknown = sorted(set(d) - known)
     if unknown:
         raise ValueError(f"{cls.__name__}.from_dict: unknown keys {unknown}; known keys are {sorted(known)}")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# One declaration per option: dataclass fields -> command-line flags (SAELens / simple_parsing style)
+# ---------------------------------------------------------------------------------------------------------
+# A config dataclass declares each option once, with its help in the field's metadata:
+#     tokens: int = option(16384, "model positions to run, rounded down to a multiple of --seq-len")
+# and every command that embeds the config gets the flag from add_arguments(parser, Config); a new field
+# appears on every such command at once. The config module must stay torch-free (`interp --help` is fast).
+
+
+
+def option(default: Any = dataclasses.MISSING, help: str = "", *, choices: Iterable[Any] | None = None,
+           parse: Callable[[str], Any] | None = None, metavar: str | None = None, flag: str | None = None,
+           cli: bool = True, default_factory: Callable[[], Any] | None = None) -> Any:
+    """A dataclass field carrying its command-line description.
+
+    choices: allowed values (shown in --help and enforced by argparse); parse: str -> value for types
+    argparse cannot build (e.g. "3" | "17,247"); flag: the flag name when it is not --field-name;
+    cli=False: a field that is never a flag (set from Python or derived)."""
+    metadata = {"help": help, "choices": tuple(choices) if choices is not None else None, "parse": parse,
+                "metavar": metavar, "flag": flag, "cli": cli}
+    if default_factory is not None:
+        return dataclasses.field(default_factory=default_factory, metadata=metadata)
+    return dataclasses.field(default=default, metadata=metadata)
+
+
+def flag_name(field: dataclasses.Field) -> str:
+    return field.metadata.get("flag") or "--" + field.name.replace("_", "-")
+
+
+def _unwrap_optional(tp: Any) -> tuple[Any, bool]:
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if len(args) == 1:
+            return args[0], True
+    return tp, False
+
+
+def _split_list(item_type: type) -> Callable[[str], tuple]:
+    def parse(text: str) -> tuple:
+        return tuple(item_type(p.strip()) for p in text.split(",") if p.strip())
+    return parse
+
+
+def cli_fields(cls: type, exclude: Iterable[str] = ()) -> list[dataclasses.Field]:
+    """The fields of `cls` that are command-line options, in declaration order."""
+    skip = set(exclude)
+    return [f for f in dataclasses.fields(cls) if f.name not in skip and f.metadata.get("cli", True)]
+
+
+def add_arguments(parser: argparse.ArgumentParser | Any, cls: type, exclude: Iterable[str] = (),
+                  defaults: dict[str, Any] | None = None) -> None:
+    """Add one flag per option field of dataclass `cls` to `parser` (or an argument group).
+
+    Every flag defaults to None ("not given"), so dataclass_from_args can tell an explicit value from the
+    config's default; --help shows the config's default. bool fields become --x / --no-x."""
+    hints = typing.get_type_hints(cls)
+    shown = {f.name: (f.default if f.default is not dataclasses.MISSING else
+                      f.default_factory() if f.default_factory is not dataclasses.MISSING else None)
+             for f in dataclasses.fields(cls)}
+    shown.update(defaults or {})
+    for field in cli_fields(cls, exclude):
+        meta = field.metadata
+        tp, _optional = _unwrap_optional(hints[field.name])
+        kwargs: dict[str, Any] = {"dest": field.name, "default": None}
+        default_note = f" (default: {shown[field.name]!r})" if shown[field.name] not in (None, "", ()) else ""
+        kwargs["help"] = (meta.get("help") or "") + default_note
+        if meta.get("metavar"):
+            kwargs["metavar"] = meta["metavar"]
+        if tp is bool:
+            kwargs["action"] = argparse.BooleanOptionalAction
+        else:
+            if meta.get("parse") is not None:
+                kwargs["type"] = meta["parse"]
+            elif typing.get_origin(tp) in (tuple, list) or tp in (tuple, list):
+                item = (typing.get_args(tp) or (str,))[0]
+                kwargs["type"] = _split_list(item if isinstance(item, type) else str)
+                kwargs.setdefault("metavar", "A[,B]")
+            elif tp in (int, float, str):
+                kwargs["type"] = tp
+            if meta.get("choices"):
+                kwargs["choices"] = meta["choices"]
+        parser.add_argument(flag_name(field), **kwargs)
+
+
+def given_options(cls: type, args: argparse.Namespace, exclude: Iterable[str] = ()) -> dict[str, Any]:
+    """{field: value} of the option flags of `cls` that were given on the command line."""
+    return {f.name: getattr(args, f.name) for f in cli_fields(cls, exclude)
+            if getattr(args, f.name, None) is not None}
+
+
+def dataclass_from_args(cls: type, args: argparse.Namespace, exclude: Iterable[str] = (), **extra: Any) -> Any:
+    """cls(**given flags, **extra): the config's own defaults for every flag not given."""
+    return cls(**{**given_options(cls, args, exclude), **extra})
+
+
+def parse_set_overrides(items: Iterable[str], where: str) -> dict[str, Any]:
+    """--set FIELD=JSON items -> {field: value}; a value that is not JSON is kept as a bare string."""
+    overrides: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"{where}: --set {item!r} must look like FIELD=VALUE (VALUE as JSON)")
+        try:
+            overrides[key] = json.loads(value)
+        except json.JSONDecodeError:
+            overrides[key] = value
+    return overrides

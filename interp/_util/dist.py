@@ -1,0 +1,101 @@
+"""One Distributed object (tuned-lens style) instead of rank checks scattered through the code.
+
+    dist = Distributed.from_env()        # joins torchrun's process group when WORLD_SIZE > 1
+    if dist.primary: write_table(...)
+    mine = dist.shard(items)             # items r, r + W, r + 2W, ...
+    dist.barrier(); dist.close()         # close() tears down only a group this object created
+
+Importing this module does not import torch; from_env() does, and only when WORLD_SIZE > 1.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+def env_rank() -> int:
+    """RANK from the environment (torchrun sets it), 0 outside torchrun: cheap, no torch import."""
+    return int(os.environ.get("RANK", "0"))
+
+
+def env_world_size() -> int:
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
+@dataclass
+class Distributed:
+    """rank / world_size of this process, and whether a torch.distributed process group is live."""
+
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+    local_world_size: int = 1
+    group: bool = False       # a torch.distributed process group is initialised
+    created: bool = False     # ... and this object created it (so close() destroys it)
+
+    @classmethod
+    def from_env(cls, join: bool = True) -> Distributed:
+        """The torchrun environment. join: initialise the process group when WORLD_SIZE > 1 and none is
+        live (gloo on CPU, nccl on GPU, with the local GPU selected)."""
+        world = env_world_size()
+        local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+        local_world = int(os.environ.get("LOCAL_WORLD_SIZE", str(world)))
+        if world == 1:
+            return cls()
+        import torch
+        import torch.distributed as tdist
+
+        created = False
+        if join and not tdist.is_initialized():
+            if torch.cuda.is_available():
+                torch.cuda.set_device(local_rank)
+            tdist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+            created = True
+        group = tdist.is_available() and tdist.is_initialized()
+        rank = tdist.get_rank() if group else env_rank()
+        world = tdist.get_world_size() if group else world
+        return cls(rank=rank, world_size=world, local_rank=local_rank, local_world_size=local_world,
+                   group=group, created=created)
+
+    @property
+    def primary(self) -> bool:
+        """Rank 0: the one process that writes shared files and prints."""
+        return self.rank == 0
+
+    def shard(self, items: list[T]) -> list[T]:
+        """Rank r of W takes items r, r + W, r + 2W, ... (balanced when the items cost about the same)."""
+        return shard(items, self.rank, self.world_size)
+
+    def barrier(self) -> None:
+        if self.group:
+            import torch.distributed as tdist
+
+            tdist.barrier()
+
+    def all_reduce_sum(self, value: Any) -> Any:
+        """Sum a tensor over ranks in place (identity without a group)."""
+        if self.group:
+            import torch.distributed as tdist
+
+            tdist.all_reduce(value)
+        return value
+
+    def close(self) -> None:
+        """Destroy the process group if this object created it."""
+        if self.created:
+            import torch.distributed as tdist
+
+            if tdist.is_initialized():
+                tdist.destroy_process_group()
+            self.created = self.group = False
+
+
+def shard(items: list[T], rank: int, world_size: int) -> list[T]:
+    """Rank r of W takes items r, r + W, r + 2W, ..."""
+    if not 0 <= rank < world_size:
+        raise ValueError(f"rank={rank} must be in [0, world_size={world_size})")
+    return items[rank::world_size]
