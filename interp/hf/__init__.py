@@ -5,6 +5,12 @@ Names are exported lazily (interp._util.lazy): importing the package imports no 
 from interp._util.lazy import lazy_exports
 
 _EXPORTS = {
+    'KINDS': 'resolve',
+    'ModelRef': 'resolve',
+    'ModelResolutionError': 'resolve',
+    'resolve_model': 'resolve',
+    'classify_dir': 'resolve',
+    'checkpoint_tokenizer': 'resolve',
     'DEFAULT_MODEL': 'pretrained',
     'CACHE_SUBDIR': 'pretrained',
     'GGUF_SUFFIX': 'pretrained',

@@ -69,7 +69,6 @@ _EXPORTS = {
     '_model_label': 'core',
     'load_text': 'core',
     'encode_text': 'core',
-    '_checkpoint_tokenizer': 'core',
     '_bos_id': 'core',
     '_unwrap_model': 'core',
     'text_sha256': 'core',

@@ -927,26 +927,6 @@ def encode_text(tokenizer: Any, text: str) -> list[int]:
     return list(getattr(ids, "ids", ids))
 
 
-def _checkpoint_tokenizer(config: dict, where: str) -> Any:
-    """The tokenizer a checkpoint was trained with: rebuilt by interp.data.get_tokenizer from the training
-    config (config.json `train`: tokenizer, vocab_size, source, val_fraction) and checked against the
-    hash recorded with its token data (`data.tokenizer_hash`)."""
-    from interp import data
-
-    train = config.get("train") or {}
-    name = train.get("tokenizer")
-    if not name:
-        raise ValueError(f"{where}: config.json has no train.tokenizer field, so its tokenizer is unknown; "
-                         "pass tokenizer= (--tokenizer): a name for interp.data.get_tokenizer or a TextTokenizer")
-    tok = data.get_tokenizer(name, vocab_size=int(train.get("vocab_size", 8192)), source=train.get("source", "wiki"),
-                             val_fraction=float(train.get("val_fraction", 0.05)))
-    expected = (config.get("data") or {}).get("tokenizer_hash")
-    if expected and getattr(tok, "hash", expected) != expected:
-        raise ValueError(f"{where}: the rebuilt tokenizer {tok.name!r} has hash {tok.hash}, but the checkpoint was "
-                         f"trained with {expected} (config.json data.tokenizer_hash); pass tokenizer= explicitly")
-    return tok
-
-
 def _bos_id(tokenizer: Any, model: Any) -> int:
     """BOS for prepend_bos: the tokenizer's bos_token_id, else the model config's, else (our BPE
     models) the document separator eos_id, which is what marks a document start in training."""
@@ -992,8 +972,7 @@ def probe(model: Any = "smollm2-135m", text: str | Path | None = None, tokens: i
         forward) | a list of dims: zeroed in every operand; rows get columns excluded_dims etc.
     The table's attrs["timing"] holds load and probe seconds.
     """
-    from interp import hf as pretrained
-    from interp.training import checkpoints
+    from interp import hf
 
     # validate cheap arguments before touching any file
     _with_reference(metrics, reference)
@@ -1015,17 +994,13 @@ def probe(model: Any = "smollm2-135m", text: str | Path | None = None, tokens: i
     ids: list[int] | None = None
     checkpoint = ""
     start = time.perf_counter()
-    if isinstance(model, str | Path) and checkpoints.is_checkpoint_dir(model):
-        checkpoint = str(model)
-        tok = tokenizer if tokenizer is not None else _checkpoint_tokenizer(checkpoints.read_config(model), checkpoint)
+    if isinstance(model, str | Path):
+        ref = hf.resolve_model(model)
+        checkpoint = ref.checkpoint
+        tok = tokenizer if tokenizer is not None else ref.load_tokenizer()
         ids = check_ids(tok)
-        model_obj, _config = checkpoints.load_checkpoint(model)
-        label = Path(model).name
-    elif isinstance(model, str | Path):
-        tok = tokenizer if tokenizer is not None else pretrained.load_tokenizer(str(model))
-        ids = check_ids(tok)
-        model_obj = pretrained.load_pretrained(str(model))
-        label = str(model)
+        model_obj = ref.load()
+        label = ref.label if ref.kind == "checkpoint" else str(model)
     else:
         model_obj = model
         tok = tokenizer if tokenizer is not None else getattr(model, "tokenizer", None)
@@ -1037,8 +1012,8 @@ def probe(model: Any = "smollm2-135m", text: str | Path | None = None, tokens: i
     load_s = time.perf_counter() - start
     bos = _bos_id(tok, model_obj) if prepend_bos else None
     batches = token_batches(ids, tokens, seq_len, batch_size, bos)
-    if backend == "transformer_lens" and isinstance(model_obj, pretrained.LoadedModel) and model_obj is not model:
-        model_obj = pretrained.to_transformer_bridge(model_obj, inplace=True)  # we own it: no copy needed
+    if backend == "transformer_lens" and isinstance(model_obj, hf.LoadedModel) and model_obj is not model:
+        model_obj = hf.to_transformer_bridge(model_obj, inplace=True)  # we own it: no copy needed
     start = time.perf_counter()
     acc = accumulate(model_obj, batches, backend, metrics, positions, dtype, eps, reference, exclude_massive_dims)
     probe_s = time.perf_counter() - start

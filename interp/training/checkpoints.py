@@ -19,12 +19,13 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import torch
 from safetensors import safe_open
 from safetensors.torch import load_model, save_model
 
-from interp._util.io import PathLike, atomic_write, safetensors_header, write_json_atomic  # noqa: F401 (re-exported)
+from interp._util.io import PathLike, atomic_write, read_json, safetensors_header, write_json_atomic  # noqa: F401 (re-exported)
 from interp._util.paths import CONFIG_FILE, TRAIN_STATE_FILE, WEIGHTS_FILE
 from interp.model import ModelConfig, TaperedLM
 
@@ -60,10 +61,37 @@ def save_checkpoint(dir: PathLike, model: TaperedLM, config: dict) -> None:
     })
 
 
+FORMAT_KEY = "interp_format"       # config.json marker written by save_checkpoint
+FORMAT = "interp.checkpoint/1"     # bump the suffix when the directory layout changes
+
+
+def is_interp_config(config: Any) -> bool:
+    """Whether a parsed config.json describes one of OUR checkpoints, by what it says, not by file names:
+    the format marker, or (checkpoints written before the marker existed) a "model" dict holding d_mlp
+    and no Hugging Face "model_type"/"architectures". A Hugging Face `save_pretrained` directory also has
+    config.json + model.safetensors, so file names alone cannot tell the two apart."""
+    if not isinstance(config, dict):
+        return False
+    if config.get(FORMAT_KEY) is not None:
+        return True
+    model = config.get("model")
+    return (isinstance(model, dict) and "d_mlp" in model
+            and "model_type" not in config and "architectures" not in config)
+
+
 def is_checkpoint_dir(path: PathLike) -> bool:
-    """True if `path` holds both checkpoint files (not whether they are valid: see validate_checkpoint)."""
+    """True if `path` holds both checkpoint files and its config.json is ours (is_interp_config) or cannot
+    be parsed (then it is reported when loaded, not mistaken for a Hugging Face directory). Not whether the
+    checkpoint is valid: see validate_checkpoint."""
     path = Path(path)
-    return (path / WEIGHTS_FILE).is_file() and (path / CONFIG_FILE).is_file()
+    if not ((path / WEIGHTS_FILE).is_file() and (path / CONFIG_FILE).is_file()):
+        return False
+    try:
+        config = read_json(path / CONFIG_FILE)
+    except (OSError, ValueError):
+        return True
+    return is_interp_config(config) or not isinstance(config, dict) or not (
+        "model_type" in config or "architectures" in config)
 
 
 def read_config(dir: PathLike) -> dict:
