@@ -1,0 +1,142 @@
+"""The README's tour runs: every command of its CLI tour and its Python API snippet, executed in a scratch
+folder, as the notebooks are executed (tests/test_notebooks.py).
+
+Commands run as written, with QUICK arguments appended (a few training steps, a dry run for the experiment
+grids, small ablation settings) and the tour's placeholders (/path/to/..., my_text.txt) replaced by real files;
+what the README promises (flag names, accepted model kinds, outputs) is what is exercised. The fast test only
+parses every command with the real parser, so a renamed flag fails in seconds.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from interp._util.paths import REPO_ROOT
+
+README = REPO_ROOT / "README.md"
+
+# Appended to commands starting with these words (first match wins): fast settings, same code paths.
+QUICK: tuple[tuple[str, list[str]], ...] = (
+    ("torchrun", ["--steps", "3", "--set", "eval_interval=3", "--set", "warmup_steps=1"]),
+    ("interp train", ["--steps", "3", "--set", "eval_interval=3", "--set", "warmup_steps=1"]),
+    ("interp probe --model smollm2-135m", []),
+    ("interp probe --model gemma3-270m", ["--tokens", "512", "--seq-len", "256"]),
+    ("interp probe", ["--tokens", "512", "--seq-len", "128"]),
+    ("interp ablate pretrained", ["--seq-len", "64", "--score-sequences", "2", "--eval-sequences", "4",
+                                  "--fractions", "0.5", "--seeds", "0", "--skip-layers", "none",
+                                  "--figures-dir", "{tmp}/figures"]),
+    ("interp ablate", ["--dry-run", "--figures-dir", "{tmp}/figures"]),
+    ("interp sweep", ["--dry-run", "--figures-dir", "{tmp}/figures"]),
+    ("interp batch", ["--tokens", "256", "--seq-len", "64"]),
+    ("interp figures --recompute", None),  # is `make figures` itself: parsed only
+    ("interp figures", ["--figures-dir", "{tmp}/figures"]),
+)
+
+
+def _block(heading: str, language: str) -> str:
+    text = README.read_text()
+    section = text.split(f"## {heading}", 1)[1].split("\n## ", 1)[0]
+    match = re.search(rf"```{language}\n(.*?)```", section, re.S)
+    assert match, f"README section {heading!r} has no ```{language} block"
+    return match.group(1)
+
+
+def tour_commands() -> list[list[str]]:
+    """The CLI tour's commands as argv lists, comments and `source` lines dropped."""
+    commands = []
+    for line in _block("CLI tour", "bash").splitlines():
+        line = line.split(" #", 1)[0].strip()
+        if line and not line.startswith(("source", "#")):
+            commands.append(shlex.split(line))
+    return commands
+
+
+def quick(argv: list[str], tmp: Path, hf_dir: Path, text_file: Path) -> list[str] | None:
+    line = " ".join(argv)
+    extra: list[str] | None = []
+    for prefix, args in QUICK:
+        if line.startswith(prefix):
+            extra = args
+            break
+    if extra is None:
+        return None
+    argv = [str(hf_dir) if a == "/path/to/any-hf-dir-or-file.gguf" else str(text_file) if a == "my_text.txt" else a
+            for a in argv]
+    return argv + [a.format(tmp=tmp) for a in extra]
+
+
+def test_tour_commands_parse():
+    from interp.cli import build_parser
+
+    commands = tour_commands()
+    assert len(commands) >= 15, "the README's CLI tour lost its commands"
+    parser = build_parser()
+    for argv in commands:
+        args = argv[argv.index("interp.cli") + 1:] if argv[0] == "torchrun" else argv[1:]
+        assert argv[0] in ("interp", "torchrun"), argv
+        parser.parse_args(args)  # SystemExit on an unknown flag or command
+
+
+def _tiny_hf_dir(path: Path) -> Path:
+    """A save_pretrained Llama directory with random tiny weights and SmolLM2's tokenizer."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from interp.hf import load_tokenizer
+
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=49152, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512)
+    LlamaForCausalLM(cfg).save_pretrained(path)
+    load_tokenizer("smollm2-135m").save_pretrained(path)
+    return path
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_tour_runs(tmp_path):
+    hf_dir = _tiny_hf_dir(tmp_path / "hf-llama")
+    text_file = tmp_path / "my_text.txt"
+    from interp.data import heldout_text
+
+    text_file.write_text(heldout_text("wiki", "val")[:200_000])
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS": "2",
+           "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])}
+    bin_dir = Path(sys.executable).parent
+    ran = 0
+    for argv in tour_commands():
+        cmd = quick(argv, tmp_path, hf_dir, text_file)
+        if cmd is None:
+            continue
+        if cmd[0] == "interp":
+            cmd = [sys.executable, "-m", "interp.cli", *cmd[1:]]
+        else:  # torchrun
+            cmd = [str(bin_dir / "torchrun"), *cmd[1:]]
+            cmd.insert(2, "--master_port=29531")
+        out = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+        assert out.returncode == 0, f"{' '.join(argv)}\n{out.stdout[-2000:]}\n{out.stderr[-3000:]}"
+        ran += 1
+    assert ran >= 15
+    assert (tmp_path / "runs" / "cosine" / "result.json").is_file()
+    assert (tmp_path / "results" / "batch.parquet").is_file()
+    assert (tmp_path / "results" / "smollm2.parquet").is_file()
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_python_tour_runs(tmp_path, monkeypatch):
+    code = _block("Python API tour", "python").replace("steps=50", "steps=3, warmup_steps=1, eval_interval=3")
+    assert "steps=3," in code, "the Python tour's training call changed: update this test's shrinking"
+    monkeypatch.chdir(tmp_path)
+    namespace: dict = {}
+    exec(compile(code, str(README), "exec"), namespace)  # noqa: S102 - the README's own snippet
+    assert namespace["param_counts"](namespace["cfg"])["total"] > 0
+    assert set(namespace["df"]["metric"]) >= {"rho_mlp", "rho_block"}
+    assert namespace["result"]["status"] == "done"
