@@ -7,6 +7,7 @@ when it needs to damage it.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import shutil
@@ -19,6 +20,7 @@ import pandas as pd
 import pytest
 
 from interp import probes
+from interp.probes import run as probe_run
 from interp._util.paths import CONFIG_FILE, REPO_ROOT, WEIGHTS_FILE
 from interp.cli import main
 from interp.probes import batch
@@ -52,7 +54,7 @@ def copy_run(env, tmp_path: Path, name: str = "micro-uniform") -> Path:
 
 
 def config(env, paths, out: Path, **kw) -> batch.BatchConfig:
-    return batch.BatchConfig(paths=[str(p) for p in paths], out=str(out), text=str(env[2]), **{**SETTINGS, **kw})
+    return batch.BatchConfig.build(paths=[str(p) for p in paths], out=str(out), text=str(env[2]), **{**SETTINGS, **kw})
 
 
 def values(df: pd.DataFrame) -> pd.DataFrame:
@@ -148,7 +150,7 @@ def test_batch_over_a_run_gives_rows_per_step_then_skips_everything(env, tmp_pat
     def no_probe(*args, **kwargs):
         raise AssertionError("a checkpoint already in the table was probed again")
 
-    monkeypatch.setattr(probes, "probe", no_probe)
+    monkeypatch.setattr(probe_run, "probe", no_probe)
     again = batch.run_batch(config(env, [run], out))
     assert again.ok and not again.analysed and len(again.skipped) == len(STEPS)
     pd.testing.assert_frame_equal(pd.read_parquet(out), df)
@@ -192,12 +194,12 @@ def test_interrupted_batch_keeps_its_parts_and_a_rerun_completes(env, tmp_path, 
             raise KeyboardInterrupt
         return real_probe(*args, **kwargs)
 
-    monkeypatch.setattr(probes, "probe", interrupted)
+    monkeypatch.setattr(probe_run, "probe", interrupted)
     with pytest.raises(KeyboardInterrupt):
         batch.run_batch(config(env, [run], out))
     assert len(list(batch.parts_dir(out).glob("*.parquet"))) == 1
     assert pd.read_parquet(out).step.unique().tolist() == [2]  # the table holds what was finished
-    monkeypatch.setattr(probes, "probe", real_probe)
+    monkeypatch.setattr(probe_run, "probe", real_probe)
     result = batch.run_batch(config(env, [run], out))
     assert len(result.skipped) == 1 and len(result.analysed) == len(STEPS) - 1
     full = batch.run_batch(config(env, [run], tmp_path / "fresh.parquet"))
@@ -209,7 +211,7 @@ def test_deleted_parts_are_rebuilt_from_the_table(env, tmp_path, monkeypatch):
     out = tmp_path / "batch.parquet"
     first = batch.run_batch(config(env, [run / "checkpoints" / "step_000002"], out))
     shutil.rmtree(batch.parts_dir(out))
-    monkeypatch.setattr(probes, "probe", lambda *a, **k: (_ for _ in ()).throw(AssertionError("re-probed")))
+    monkeypatch.setattr(probe_run, "probe", lambda *a, **k: (_ for _ in ()).throw(AssertionError("re-probed")))
     result = batch.run_batch(config(env, [run / "checkpoints" / "step_000002"], out))
     assert result.skipped and result.ok
     pd.testing.assert_frame_equal(result.table, first.table)
@@ -269,15 +271,15 @@ def test_novelty_over_training_analysis_on_micro_runs(env, tmp_path):
     """compute -> CSV of both runs' step checkpoints; render -> heatmaps whose cells are the CSV means."""
     from analyses import novelty_over_training as analysis
 
+    probe = dataclasses.replace(analysis.Config().probe, tokens=64, seq_len=32, batch_size=2, text=str(env[2]))
     cfg = analysis.Config(preset="micro", steps=4, ckpt_interval=2, eval_interval=4, log_interval=1,
-                          out_root=str(tmp_path / "runs"), probe_tokens=64, probe_seq_len=32, probe_batch_size=2,
-                          text=str(env[2]), overrides={"source": str(env[0]), "val_fraction": 0.25, "threads": 1,
+                          out_root=str(tmp_path / "runs"), probe=probe, overrides={"source": str(env[0]), "val_fraction": 0.25, "threads": 1,
                                                        "progress": False})
     figures = tmp_path / "figures"
     analysis.compute(cfg, figures)
     df = pd.read_csv(figures / analysis.TABLE)
     assert set(df.label) == {"uniform", "cosine 1.5->0.5"} and sorted(df.step.unique()) == [2, 4]
-    assert len(df) == 2 * 2 * 2 * len(cfg.metrics)  # runs x steps x layers x metrics
+    assert len(df) == 2 * 2 * 2 * len(cfg.probe.metrics)  # runs x steps x layers x metrics
     assert (figures / "novelty_over_training.meta.json").is_file()
     # the batch table under the runs root holds the same numbers
     full = pd.read_parquet(tmp_path / "runs" / "batch.parquet")

@@ -456,15 +456,18 @@ def test_cli_probe_writes_table_and_prints_summary(tiny_run, tmp_path, capsys, m
     args = build_parser().parse_args(["probe", "--model", str(run_dir), "--text", str(text), "--tokens", "32",
                                       "--seq-len", "16", "--batch-size", "2", "--backend", "hookpoints",
                                       "--tokenizer", "chars", "--out", str(out), "--csv"])
-    assert cli_probe.probe_kwargs(args)["backend"] == "hookpoints"
+    assert cli_probe.probe_config(args).backend == "hookpoints"
     assert args.func(args) == 0
     printed = capsys.readouterr().out
     assert "rho_mlp" in printed and "rho_block" in printed and printed.count("\n") >= 3 + 3
     assert out.exists() and out.with_suffix(".csv").exists()
     assert set(pd.read_parquet(out).backend) == {"hookpoints"}
-    bad = build_parser().parse_args(["probe", "--model", str(run_dir), "--text", str(text), "--backend", "jax",
+    with pytest.raises(SystemExit) as exit_info:  # --backend's choices come from ProbeConfig
+        build_parser().parse_args(["probe", "--model", str(run_dir), "--backend", "jax"])
+    assert exit_info.value.code == 2 and "choose from" in capsys.readouterr().err
+    bad = build_parser().parse_args(["probe", "--model", str(run_dir), "--text", str(text), "--metrics", "rho_x",
                                      "--tokenizer", "chars"])
-    assert bad.func(bad) == 2
+    assert bad.func(bad) == 2 and "rho_x" in capsys.readouterr().err
 
 
 # --------------------------------------------------------------------------------------------------
