@@ -24,6 +24,7 @@ import pandas as pd
 from analyses import read_table, recompute_command, write_table
 from analyses.train_comparison import run_dirs, train_configs
 from interp._util.paths import REPO_ROOT
+from interp.probes.config import ProbeConfig
 
 NAME = "novelty_over_training"
 TABLE = "novelty_over_training.csv"
@@ -32,6 +33,12 @@ OUTPUTS = [TABLE, "novelty_over_training.meta.json", FIGURE]
 FIGURE_METRICS = ("rho_mlp", "rho_block")
 COLUMNS = ["run", "label", "step", "layer", "n_layers", "depth", "metric", "mean", "sem", "ci_low", "ci_high",
            "q05", "q50", "q95", "n_tokens", "weights_sha256"]
+
+
+def _default_probe() -> ProbeConfig:
+    # per checkpoint: the paper's 2,048 tokens, held-out wiki (text None), sequences of the preset's n_ctx
+    return ProbeConfig(tokens=2048, seq_len=256, batch_size=4,
+                       metrics=("rho_mlp", "rho_block", "rho_attn", "norm_ratio", "block_influence"))
 
 
 @dataclass
@@ -44,12 +51,7 @@ class Config:
     variants: tuple[tuple[str, float, float], ...] = (("uniform", 1.0, 1.0), ("cosine", 1.5, 0.5))
     eval_interval: int = 25
     log_interval: int = 5
-    # probes per checkpoint: the paper's 2,048 tokens, held-out wiki, sequences of the preset's n_ctx
-    probe_tokens: int = 2048
-    probe_seq_len: int = 256
-    probe_batch_size: int = 4
-    text: str | None = None
-    metrics: tuple[str, ...] = ("rho_mlp", "rho_block", "rho_attn", "norm_ratio", "block_influence")
+    probe: ProbeConfig = field(default_factory=_default_probe)
     overrides: dict[str, Any] = field(default_factory=dict)  # extra TrainConfig fields, same for every run
 
 
@@ -82,8 +84,7 @@ def probe_runs(cfg: Config, dirs: list[Path]) -> pd.DataFrame:
     from interp.probes.batch import BatchConfig, run_batch
 
     result = run_batch(BatchConfig(paths=[str(d) for d in dirs], out=str(_root(cfg) / "batch.parquet"),
-                                   text=cfg.text, tokens=cfg.probe_tokens, seq_len=cfg.probe_seq_len,
-                                   batch_size=cfg.probe_batch_size, metrics=cfg.metrics))
+                                   probe=cfg.probe))
     if result.failed:
         raise RuntimeError(f"{len(result.failed)} checkpoint(s) failed to probe: {result.failed[0]}")
     df = result.table

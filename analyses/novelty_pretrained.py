@@ -13,13 +13,15 @@ SmolLM2 has 3 such dimensions (mean |h| 65-105 vs a median of 4); Gemma3's large
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import dataclasses
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from analyses import read_table, write_table
+from interp.probes.config import ProbeConfig
 
 NAME = "novelty_pretrained"
 TABLE = "novelty_pretrained.csv"
@@ -28,22 +30,24 @@ OUTPUTS = [TABLE, "novelty_pretrained.meta.json", FIGURE]
 VARIANTS = ("default", "no_massive_dims")
 
 
+def _default_probe() -> ProbeConfig:
+    # 16,384 tokens per model and variant (~25 s per pass for SmolLM2 on 2 quiet cores); position 0 (attention
+    # sink, huge norms) left out; reference="normed": also rho_mlp_normed, at no extra forward
+    return ProbeConfig(tokens=16384, seq_len=512, batch_size=4, backend="torch", positions="skip_first",
+                       reference="normed")
+
+
 @dataclass
 class Config:
     models: tuple[str, ...] | None = None     # registry names; None = every registered model
-    tokens: int = 16384                       # per model and variant; ~25 s per pass for SmolLM2 on 2 quiet cores
-    seq_len: int = 512
-    batch_size: int = 4
-    backend: str = "torch"
-    positions: str = "skip_first"             # position 0 (attention sink, huge norms) left out
-    reference: str = "normed"                 # also rho_mlp_normed, at no extra forward
+    probe: ProbeConfig = field(default_factory=_default_probe)
     variants: tuple[str, ...] = VARIANTS
     variant_models: tuple[str, ...] | None = None  # models that get the non-default variants; None = all
     massive_k: int = 3
 
 
 def variant_kwargs(variant: str, cfg: Config) -> dict[str, Any]:
-    """probe() keyword arguments of one variant."""
+    """The ProbeConfig fields one variant changes."""
     if variant == "default":
         return {}
     if variant == "no_massive_dims":
@@ -77,9 +81,7 @@ def compute(cfg: Config, figures_dir: Path) -> None:
         for variant in cfg.variants:
             if variant != "default" and cfg.variant_models is not None and name not in cfg.variant_models:
                 continue
-            df = probe(name, text=None, tokens=cfg.tokens, seq_len=cfg.seq_len, batch_size=cfg.batch_size,
-                       backend=cfg.backend, positions=cfg.positions, reference=cfg.reference,
-                       **variant_kwargs(variant, cfg))
+            df = probe(name, config=dataclasses.replace(cfg.probe, **variant_kwargs(variant, cfg)))
             timing = df.attrs.get("timing", {})
             print(f"[{NAME}] {name} [{variant}]: {timing.get('positions', '?')} positions in "
                   f"{timing.get('probe_s', float('nan')):.1f} s", flush=True)

@@ -18,6 +18,7 @@ import pandas as pd
 
 from analyses import read_table, recompute_command, train_comparison, write_table
 from interp._util.paths import RESULT_FILE
+from interp.probes.config import ProbeConfig
 
 NAME = "novelty_tapered"
 TABLE = "novelty_tapered_vs_uniform.csv"
@@ -29,15 +30,15 @@ def _default_run_dirs() -> tuple[str, ...]:
     return tuple(str(p) for p in train_comparison.run_dirs(train_comparison.Config()))
 
 
+def _default_probe() -> ProbeConfig:
+    # seq_len = the tiny preset's n_ctx; reference="normed": also rho_mlp_normed (vs ln2's output), same pass
+    return ProbeConfig(tokens=16384, seq_len=256, batch_size=8, backend="hookpoints", reference="normed")
+
+
 @dataclass
 class Config:
     run_dirs: tuple[str, ...] = field(default_factory=_default_run_dirs)  # finished training runs
-    tokens: int = 16384
-    seq_len: int = 256          # the tiny preset's n_ctx
-    batch_size: int = 8
-    backend: str = "hookpoints"
-    positions: str = "skip_first"
-    reference: str = "normed"   # also rho_mlp_normed (vs ln2's output), same pass
+    probe: ProbeConfig = field(default_factory=_default_probe)  # text None = the held-out wiki split
 
 
 def finished_runs(cfg: Config) -> list[Path]:
@@ -64,8 +65,7 @@ def run_rows(run: Path, cfg: Config) -> pd.DataFrame:
 
     config = read_config(run)
     d_mlp = list(config["model"]["d_mlp"])
-    df = probe(str(run), text=None, tokens=cfg.tokens, seq_len=cfg.seq_len, batch_size=cfg.batch_size,
-               backend=cfg.backend, positions=cfg.positions, reference=cfg.reference)
+    df = probe(str(run), config=cfg.probe)
     return df.assign(label=config.get("label") or run.name, d_mlp=df["layer"].map(lambda l: d_mlp[int(l)]),
                      variant="default")
 

@@ -7,6 +7,8 @@ when it needs to damage it.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import math
 import os
 import shutil
@@ -19,6 +21,7 @@ import pandas as pd
 import pytest
 
 from interp import probes
+from interp.probes import run as probe_run
 from interp._util.paths import CONFIG_FILE, REPO_ROOT, WEIGHTS_FILE
 from interp.cli import main
 from interp.probes import batch
@@ -52,7 +55,7 @@ def copy_run(env, tmp_path: Path, name: str = "micro-uniform") -> Path:
 
 
 def config(env, paths, out: Path, **kw) -> batch.BatchConfig:
-    return batch.BatchConfig(paths=[str(p) for p in paths], out=str(out), text=str(env[2]), **{**SETTINGS, **kw})
+    return batch.BatchConfig.build(paths=[str(p) for p in paths], out=str(out), text=str(env[2]), **{**SETTINGS, **kw})
 
 
 def values(df: pd.DataFrame) -> pd.DataFrame:
@@ -104,7 +107,6 @@ def test_expand_paths_rules(env, tmp_path):
 
 def test_file_hash_is_streamed_and_cached_by_size_and_mtime(tmp_path, monkeypatch):
     import hashlib
-    import json
 
     monkeypatch.setenv("INTERP_CACHE_DIR", str(tmp_path / "cache"))
     f = tmp_path / "w.bin"
@@ -148,7 +150,7 @@ def test_batch_over_a_run_gives_rows_per_step_then_skips_everything(env, tmp_pat
     def no_probe(*args, **kwargs):
         raise AssertionError("a checkpoint already in the table was probed again")
 
-    monkeypatch.setattr(probes, "probe", no_probe)
+    monkeypatch.setattr(probe_run, "probe", no_probe)
     again = batch.run_batch(config(env, [run], out))
     assert again.ok and not again.analysed and len(again.skipped) == len(STEPS)
     pd.testing.assert_frame_equal(pd.read_parquet(out), df)
@@ -192,12 +194,12 @@ def test_interrupted_batch_keeps_its_parts_and_a_rerun_completes(env, tmp_path, 
             raise KeyboardInterrupt
         return real_probe(*args, **kwargs)
 
-    monkeypatch.setattr(probes, "probe", interrupted)
+    monkeypatch.setattr(probe_run, "probe", interrupted)
     with pytest.raises(KeyboardInterrupt):
         batch.run_batch(config(env, [run], out))
     assert len(list(batch.parts_dir(out).glob("*.parquet"))) == 1
     assert pd.read_parquet(out).step.unique().tolist() == [2]  # the table holds what was finished
-    monkeypatch.setattr(probes, "probe", real_probe)
+    monkeypatch.setattr(probe_run, "probe", real_probe)
     result = batch.run_batch(config(env, [run], out))
     assert len(result.skipped) == 1 and len(result.analysed) == len(STEPS) - 1
     full = batch.run_batch(config(env, [run], tmp_path / "fresh.parquet"))
@@ -209,7 +211,7 @@ def test_deleted_parts_are_rebuilt_from_the_table(env, tmp_path, monkeypatch):
     out = tmp_path / "batch.parquet"
     first = batch.run_batch(config(env, [run / "checkpoints" / "step_000002"], out))
     shutil.rmtree(batch.parts_dir(out))
-    monkeypatch.setattr(probes, "probe", lambda *a, **k: (_ for _ in ()).throw(AssertionError("re-probed")))
+    monkeypatch.setattr(probe_run, "probe", lambda *a, **k: (_ for _ in ()).throw(AssertionError("re-probed")))
     result = batch.run_batch(config(env, [run / "checkpoints" / "step_000002"], out))
     assert result.skipped and result.ok
     pd.testing.assert_frame_equal(result.table, first.table)
@@ -269,15 +271,15 @@ def test_novelty_over_training_analysis_on_micro_runs(env, tmp_path):
     """compute -> CSV of both runs' step checkpoints; render -> heatmaps whose cells are the CSV means."""
     from analyses import novelty_over_training as analysis
 
+    probe = dataclasses.replace(analysis.Config().probe, tokens=64, seq_len=32, batch_size=2, text=str(env[2]))
     cfg = analysis.Config(preset="micro", steps=4, ckpt_interval=2, eval_interval=4, log_interval=1,
-                          out_root=str(tmp_path / "runs"), probe_tokens=64, probe_seq_len=32, probe_batch_size=2,
-                          text=str(env[2]), overrides={"source": str(env[0]), "val_fraction": 0.25, "threads": 1,
+                          out_root=str(tmp_path / "runs"), probe=probe, overrides={"source": str(env[0]), "val_fraction": 0.25, "threads": 1,
                                                        "progress": False})
     figures = tmp_path / "figures"
     analysis.compute(cfg, figures)
     df = pd.read_csv(figures / analysis.TABLE)
     assert set(df.label) == {"uniform", "cosine 1.5->0.5"} and sorted(df.step.unique()) == [2, 4]
-    assert len(df) == 2 * 2 * 2 * len(cfg.metrics)  # runs x steps x layers x metrics
+    assert len(df) == 2 * 2 * 2 * len(cfg.probe.metrics)  # runs x steps x layers x metrics
     assert (figures / "novelty_over_training.meta.json").is_file()
     # the batch table under the runs root holds the same numbers
     full = pd.read_parquet(tmp_path / "runs" / "batch.parquet")
@@ -296,3 +298,60 @@ def test_novelty_over_training_analysis_on_micro_runs(env, tmp_path):
     assert meshes[2].get_array().ravel().tolist() == pytest.approx(expected)  # row 2 = rho_block, uniform
     with pytest.raises(ValueError, match="rho_attn_x"):
         plot_novelty_over_training(df, metrics=("rho_attn_x",))
+
+
+# ------------------------------------------------------------------------------------------ probe options
+
+def test_default_settings_keep_the_hash_of_earlier_tables():
+    """Options added to ProbeConfig later enter the settings only when set: earlier parts keep their keys."""
+    cfg = batch.BatchConfig()
+    before = {"text_sha256": "0" * 64, "tokens": 2048, "seq_len": 256, "batch_size": 4, "backend": "torch",
+              "positions": "skip_first", "prepend_bos": False, "dtype": "float32",
+              "metrics": list(probes.METRIC_NAMES), "eps": 1e-8, "tokenizer": None}  # what the settings were
+    assert cfg.settings("0" * 64) == before
+    hashes = {batch.settings_hash(c.settings("0" * 64)) for c in (
+        cfg, batch.BatchConfig.build(reference="normed"), batch.BatchConfig.build(exclude_massive_dims=3),
+        batch.BatchConfig.build(exclude_massive_dims=[3]), batch.BatchConfig.build(eps=1e-6))}
+    assert len(hashes) == 5  # every field that changes the numbers changes the key
+    assert batch.BatchConfig.from_dict(cfg.to_dict()) == cfg
+    with pytest.raises(ValueError, match=r"unknown keys \['tokens'\]"):  # probe options live under "probe"
+        batch.BatchConfig.from_dict({**cfg.to_dict(), "tokens": 3})
+    with pytest.raises(ValueError, match=r"BatchConfig.probe: reference='cooked'"):
+        batch.BatchRunner(batch.BatchConfig.build(paths=["x"], reference="cooked"))
+
+
+def test_batch_cli_takes_reference_and_exclude_massive_dims(env, tmp_path):
+    """`interp batch` accepts every option of `interp probe`; its rows equal probe()'s with the same options."""
+    step = copy_run(env, tmp_path) / "checkpoints" / "step_000004"
+    out = tmp_path / "opts.parquet"
+    common = ["--text", str(env[2]), "--tokens", "64", "--seq-len", "32", "--batch-size", "2",
+              "--metrics", "rho_mlp,rho_block", "--no-progress"]
+    assert main(["batch", str(step), "--out", str(out), *common, "--reference", "normed",
+                 "--exclude-massive-dims", "2"]) == 0
+    assert main(["batch", str(step), "--out", str(out), *common]) == 0  # other settings: another part
+    df = pd.read_parquet(out)
+    assert df.settings_hash.nunique() == 2 and df.weights_sha256.nunique() == 1
+    opts = df[df.settings_hash == df[df.metric == "rho_mlp_normed"].settings_hash.iloc[0]]
+    assert set(opts.metric) == {"rho_mlp", "rho_block", "rho_mlp_normed"} and set(opts.reference_mode) == {"normed"}
+    direct = probes.probe(str(step), text=env[2], tokens=64, seq_len=32, batch_size=2,
+                          metrics=("rho_mlp", "rho_block"), reference="normed", exclude_massive_dims=2)
+    assert set(opts.excluded_dims) == set(direct.excluded_dims) and len(json.loads(direct.excluded_dims.iloc[0])) == 2
+    key = ["metric", "layer"]
+    assert opts.sort_values(key)["mean"].tolist() == direct.sort_values(key)["mean"].tolist()
+    plain = df[df.settings_hash != opts.settings_hash.iloc[0]]
+    assert set(plain.metric) == {"rho_mlp", "rho_block"} and plain.excluded_dims.isna().all()
+
+
+def test_save_pretrained_dir_is_hf_dir_and_ours_are_checkpoints(env, tmp_path):
+    """Classification by what config.json says (interp.hf.resolve), not by file names: both kinds hold
+    config.json + model.safetensors."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    hf_dir = tmp_path / "zoo" / "llama"
+    LlamaForCausalLM(LlamaConfig(vocab_size=32, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                                 num_attention_heads=2, num_key_value_heads=1)).save_pretrained(hf_dir)
+    assert {p.name for p in hf_dir.iterdir()} >= {CONFIG_FILE, WEIGHTS_FILE}
+    shutil.copytree(env[1] / "checkpoints" / "step_000002", tmp_path / "zoo" / "ours")
+    found = {t.path.name: t.kind for t in batch.expand_paths([tmp_path / "zoo"])}
+    assert found == {"llama": "hf_dir", "ours": "checkpoint"}
+    assert [t.weights_files() for t in batch.expand_paths([hf_dir])] == [[hf_dir / WEIGHTS_FILE]]

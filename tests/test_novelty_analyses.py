@@ -3,6 +3,7 @@ synthetic tables, and both analyses' compute/render plumbing (probe() stubbed, o
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -119,8 +120,8 @@ def test_plot_novelty_width_axis_and_errors():
 
 def stub_probe(calls: list):
     """Stand-in for interp.probes.probe: records its arguments, returns a synthetic table."""
-    def probe(model, **kwargs):
-        calls.append((model, kwargs))
+    def probe(model, config=None, **kwargs):
+        calls.append((model, {**(config.to_dict() if config is not None else {}), **kwargs}))
         n = 6 if "tiny" in str(model) else 10
         df = synthetic_table(models=((str(model), n),)).drop(columns=["label", "d_mlp"])
         df.attrs["timing"] = {"positions": 64, "probe_s": 0.1}
@@ -136,7 +137,8 @@ def test_novelty_pretrained_compute_and_render(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(pretrained, "available_models", lambda: infos)
     calls: list = []
     monkeypatch.setattr("interp.probes.probe", stub_probe(calls))
-    cfg = novelty_pretrained.Config(tokens=64, seq_len=32)
+    cfg = novelty_pretrained.Config()
+    cfg.probe = dataclasses.replace(cfg.probe, tokens=64, seq_len=32)
     novelty_pretrained.compute(cfg, tmp_path)
     out = capsys.readouterr().out
     assert "skip m-absent: not installed; `pip install m-absent`" in out and "pearson_r" in out
@@ -181,7 +183,8 @@ def test_novelty_tapered_compute_on_tiny_checkpoints(tmp_path, capsys):
             tiny_run(tmp_path / "c", "cosine 1.5->0.5", [48, 32, 16]),
             tiny_run(tmp_path / "half", "uniform", [32, 32, 32], status="running"),
             tmp_path / "missing"]
-    cfg = novelty_tapered.Config(run_dirs=tuple(map(str, runs)), tokens=64, seq_len=32, batch_size=2)
+    probe = dataclasses.replace(novelty_tapered.Config().probe, tokens=64, seq_len=32, batch_size=2)
+    cfg = novelty_tapered.Config(run_dirs=tuple(map(str, runs)), probe=probe)
     figures = tmp_path / "figures"
     novelty_tapered.compute(cfg, figures)
     out = capsys.readouterr().out

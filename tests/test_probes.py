@@ -7,6 +7,8 @@ nnsight backends with each other and with a naive full-activation computation.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import math
 
 import pandas as pd
@@ -456,15 +458,18 @@ def test_cli_probe_writes_table_and_prints_summary(tiny_run, tmp_path, capsys, m
     args = build_parser().parse_args(["probe", "--model", str(run_dir), "--text", str(text), "--tokens", "32",
                                       "--seq-len", "16", "--batch-size", "2", "--backend", "hookpoints",
                                       "--tokenizer", "chars", "--out", str(out), "--csv"])
-    assert cli_probe.probe_kwargs(args)["backend"] == "hookpoints"
+    assert cli_probe.probe_config(args).backend == "hookpoints"
     assert args.func(args) == 0
     printed = capsys.readouterr().out
     assert "rho_mlp" in printed and "rho_block" in printed and printed.count("\n") >= 3 + 3
     assert out.exists() and out.with_suffix(".csv").exists()
     assert set(pd.read_parquet(out).backend) == {"hookpoints"}
-    bad = build_parser().parse_args(["probe", "--model", str(run_dir), "--text", str(text), "--backend", "jax",
+    with pytest.raises(SystemExit) as exit_info:  # --backend's choices come from ProbeConfig
+        build_parser().parse_args(["probe", "--model", str(run_dir), "--backend", "jax"])
+    assert exit_info.value.code == 2 and "choose from" in capsys.readouterr().err
+    bad = build_parser().parse_args(["probe", "--model", str(run_dir), "--text", str(text), "--metrics", "rho_x",
                                      "--tokenizer", "chars"])
-    assert bad.func(bad) == 2
+    assert bad.func(bad) == 2 and "rho_x" in capsys.readouterr().err
 
 
 # --------------------------------------------------------------------------------------------------
@@ -586,3 +591,109 @@ def test_gemma3_mlp_out_is_the_post_feedforward_norm_output_in_every_backend():
     for key, value in ref.items():
         assert other[key] == pytest.approx(value, abs=1e-5), key
     assert tables["torch"].iloc[0].mlp_out_site.startswith("post_feedforward_layernorm output")
+
+
+# --------------------------------------------------------------------------------------------------
+# ProbeConfig: one declaration of every probe option
+# --------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("field, value, message", [
+    ("backend", "jax", r"backend='jax': choose one of \('torch', 'transformer_lens', 'nnsight', 'hookpoints'\)"),
+    ("positions", "middle", r"positions='middle': choose one of \('skip_first', 'all'\)"),
+    ("dtype", "float16", r"dtype='float16': choose one of \('float32', 'float64'\)"),
+    ("reference", "cooked", r"reference='cooked': choose one of \('raw', 'normed'\)"),
+    ("metrics", ("rho_mlp", "rho_x"), r"metrics=\['rho_mlp', 'rho_x'\]: choose a non-empty subset of \['rho_mlp'"),
+    ("metrics", (), "non-empty subset"),
+    ("exclude_massive_dims", 0, "exclude_massive_dims=0: give k >= 1"),
+    ("exclude_massive_dims", (3, -1), "indices must be >= 0"),
+    ("exclude_massive_dims", "3", "expected a list of d_model indices"),
+    ("tokens", 100, "tokens=100 is less than one sequence of seq_len=512"),
+    ("batch_size", 0, "batch_size >= 1"),
+    ("tokenizer", CharTokenizer(), "tokenizer=.*a name for interp.data.get_tokenizer"),
+])
+def test_probe_config_validation_names_the_field_and_the_allowed_values(field, value, message):
+    cfg = probes.ProbeConfig(**{field: value})
+    with pytest.raises(ValueError, match=message):
+        cfg.validate()
+    if field != "tokenizer":  # probe() takes a tokenizer object as given; ProbeConfig holds names only
+        with pytest.raises(ValueError, match=message):  # before any text or model is touched
+            probes.probe(tiny_model(), **{field: value})
+
+
+def test_probe_config_dict_round_trip_and_unknown_keys():
+    cfg = probes.ProbeConfig(tokens=64, seq_len=32, metrics=["rho_mlp"], exclude_massive_dims=[17, 3],
+                             reference="normed")
+    assert cfg.metrics == ("rho_mlp",) and cfg.exclude_massive_dims == (17, 3)  # lists normalised to tuples
+    d = cfg.to_dict()
+    assert d["metrics"] == ["rho_mlp"] and d["exclude_massive_dims"] == [17, 3]
+    assert probes.ProbeConfig.from_dict(json.loads(json.dumps(d))) == cfg
+    with pytest.raises(ValueError, match=r"unknown keys \['tokenz'\].*known keys are"):
+        probes.ProbeConfig.from_dict({**d, "tokenz": 3})
+    with pytest.raises(TypeError, match=r"unknown probe options \['tokenz'\]"):
+        probes.probe(tiny_model(), tokenz=3)
+    assert probes.ProbeConfig().validate() == probes.ProbeConfig()  # the defaults are valid
+
+
+def test_parse_exclude_dims():
+    from interp.probes.config import parse_exclude_dims
+
+    assert parse_exclude_dims("3") == 3 and parse_exclude_dims("17,247") == [17, 247]
+    assert parse_exclude_dims("17,") == [17] and parse_exclude_dims(" 5 , 6 ") == [5, 6]
+    for bad in ("", "x", "3,-1", "1.5"):
+        with pytest.raises(ValueError, match="--exclude-massive-dims"):
+            parse_exclude_dims(bad)
+
+
+def test_probe_takes_a_config_or_keywords_with_the_same_result(tiny_run):
+    run_dir, text = tiny_run
+    options = dict(tokens=32, seq_len=16, batch_size=2, metrics=("rho_mlp", "rho_block"), reference="normed")
+    by_keywords = probes.probe(str(run_dir), text=text, tokenizer=CharTokenizer(), **options)
+    cfg = probes.ProbeConfig(text=str(text), **options)
+    by_config = probes.probe(str(run_dir), config=cfg, tokenizer=CharTokenizer())
+    # keywords replace the config's fields: here a config with other tokens, overridden back
+    overridden = probes.probe(str(run_dir), text=text, config=dataclasses.replace(cfg, tokens=64, text=None),
+                              tokens=32, tokenizer=CharTokenizer())
+    for df in (by_config, overridden):
+        pd.testing.assert_frame_equal(df.drop(columns="versions"), by_keywords.drop(columns="versions"))
+    assert set(by_keywords.metric) == {"rho_mlp", "rho_block", "rho_mlp_normed"}
+
+
+def probe_flags(command: str) -> set[str]:
+    """The option strings of one subcommand whose destination is a ProbeConfig field."""
+    from interp.cli import build_parser
+    from interp.probes.config import ProbeConfig
+
+    fields = {f.name for f in dataclasses.fields(ProbeConfig)}
+    sub = next(a for a in build_parser()._actions if getattr(a, "choices", None) and command in a.choices)
+    return {s for a in sub.choices[command]._actions if a.dest in fields for s in a.option_strings}
+
+
+def test_probe_and_batch_flags_are_generated_from_probe_config(monkeypatch):
+    from interp.cli import build_parser
+    from interp.cli.batch import config_from_args
+    from interp.cli.probe import probe_config
+    from interp.probes import config
+
+    expected = {"--text", "--tokens", "--seq-len", "--batch-size", "--backend", "--positions", "--prepend-bos",
+                "--no-prepend-bos", "--dtype", "--metrics", "--reference", "--exclude-massive-dims", "--eps",
+                "--tokenizer"}
+    assert probe_flags("probe") == probe_flags("batch") == expected
+    # defaults: probe's are ProbeConfig's, batch's its own tokens / seq_len; both parse every flag the same way
+    assert probe_config(build_parser().parse_args(["probe"])) == config.ProbeConfig()
+    batch_cfg = config_from_args(build_parser().parse_args(["batch", "x"]))
+    assert batch_cfg.probe == config.ProbeConfig(tokens=2048, seq_len=256)
+    flags = ["--reference", "normed", "--exclude-massive-dims", "17,3", "--metrics", "rho_mlp,rho_block",
+             "--prepend-bos", "--tokens", "64"]
+    from_probe = probe_config(build_parser().parse_args(["probe", *flags]))
+    from_batch = config_from_args(build_parser().parse_args(["batch", "x", *flags])).probe
+    assert from_probe == dataclasses.replace(from_batch, seq_len=512) == config.ProbeConfig(
+        tokens=64, reference="normed", exclude_massive_dims=(17, 3), metrics=("rho_mlp", "rho_block"),
+        prepend_bos=True)
+
+    # a field added to ProbeConfig becomes a flag of both commands at once
+    @dataclasses.dataclass
+    class Extended(config.ProbeConfig):
+        shiny_new: int = config.option(7, "a new probe option")
+
+    monkeypatch.setattr(config, "ProbeConfig", Extended)
+    assert probe_flags("probe") == probe_flags("batch") == expected | {"--shiny-new"}

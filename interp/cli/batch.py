@@ -7,7 +7,7 @@ of those kinds below it. `--dry-run` lists what a PATH expands to. Rows are writ
 OUT.parts/ and OUT is rebuilt from them; checkpoints already analysed with the same settings are
 skipped. Failed checkpoints get a status="failed" row and make the exit status 1.
 Under torchrun (or with RANK/WORLD_SIZE set) each rank takes every WORLD_SIZE-th checkpoint; see
-interp/batch.py for how the shards are merged (`--merge-only`).
+interp/probes/batch.py for how the shards are merged (`--merge-only`).
 """
 
 from __future__ import annotations
@@ -15,28 +15,26 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+from interp._util.config import add_arguments, given_options
+from interp.cli.probe import PROBE_GROUP
+
+if TYPE_CHECKING:
+    from interp.probes.batch import BatchConfig
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    from interp.probes import batch, config  # torch-free: --help stays fast
+
     parser = subparsers.add_parser("batch", help="probe many checkpoints into one resumable table",
                                    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("paths", nargs="*", metavar="PATH",
                         help="checkpoint dir, run dir, folder of runs, HF model dir or .gguf file")
     parser.add_argument("--out", type=Path, default=Path("results/batch.parquet"),
                         help="merged table (parquet); parts go to OUT.parts/ (default results/batch.parquet)")
-    parser.add_argument("--text", default=None,
-                        help="text file, or a corpus name (wiki, shakespeare); default: held-out wiki split")
-    parser.add_argument("--tokens", type=int, default=2048, help="model positions per checkpoint (default 2048)")
-    parser.add_argument("--seq-len", type=int, default=256, help="positions per sequence (default 256)")
-    parser.add_argument("--batch-size", type=int, default=4)
-    parser.add_argument("--backend", default="torch", help="torch | transformer_lens | nnsight | hookpoints")
-    parser.add_argument("--positions", default="skip_first", help="skip_first (default) | all")
-    parser.add_argument("--prepend-bos", action="store_true", help="start every sequence with BOS")
-    parser.add_argument("--dtype", choices=("float32", "float64"), default="float32",
-                        help="precision of the metric math")
-    parser.add_argument("--metrics", default=None, metavar="M[,M]", help="subset of metrics; default: all")
-    parser.add_argument("--tokenizer", default=None,
-                        help="tokenizer for interp.data.get_tokenizer, overriding every model's own")
+    # every option of `interp probe`, with the batch's own defaults (tokens 2048, seq_len 256)
+    add_arguments(parser.add_argument_group(PROBE_GROUP), config.ProbeConfig, defaults=batch.PROBE_DEFAULTS)
     parser.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (default: torch's)")
     parser.add_argument("--csv", action="store_true", help="also write OUT as CSV beside the parquet file")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -46,16 +44,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
-def config_from_args(args: argparse.Namespace):
-    """interp.probes.batch.BatchConfig for parsed arguments."""
-    from interp.probes import METRIC_NAMES
-    from interp.probes.batch import BatchConfig
+def config_from_args(args: argparse.Namespace) -> BatchConfig:
+    """interp.probes.batch.BatchConfig for parsed arguments: the batch's probe defaults for every probe
+    flag not given."""
+    from interp.probes import config
+    from interp.probes.batch import BatchConfig, default_probe_config
 
-    metrics = tuple(m.strip() for m in args.metrics.split(",") if m.strip()) if args.metrics else METRIC_NAMES
-    return BatchConfig(paths=list(args.paths), out=str(args.out), text=args.text, tokens=args.tokens,
-                       seq_len=args.seq_len, batch_size=args.batch_size, backend=args.backend,
-                       positions=args.positions, prepend_bos=args.prepend_bos, dtype=args.dtype, metrics=metrics,
-                       tokenizer=args.tokenizer, csv=args.csv, progress=not args.no_progress, threads=args.threads)
+    probe = config.ProbeConfig.build(default_probe_config(), **given_options(config.ProbeConfig, args))
+    return BatchConfig(paths=list(args.paths), out=str(args.out), probe=probe, csv=args.csv,
+                       progress=not args.no_progress, threads=args.threads)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -7,13 +7,15 @@ visit, what is already done, what failed, and how shards combine.
 
 PATH expansion (expand_paths), applied to each PATH in order:
   * a `.gguf` file                         -> itself
-  * an HF model directory                  -> itself (config.json with `model_type` or `architectures`)
+  * an HF model directory                  -> itself (config.json with `model_type` or `architectures`,
+                                              as interp.hf.resolve.classify_dir decides; save_pretrained)
   * a run directory (has checkpoints/step_*/) -> its step checkpoints sorted by step number, then the
                                               final model (runs/NAME/model.safetensors) unless it is
                                               byte-identical to the last step checkpoint (a finished run
                                               writes both at its last step; the step one keeps its step)
-  * one of our checkpoint directories      -> itself (model.safetensors + config.json; a step checkpoint
-                                              given directly keeps its run name and step)
+  * one of our checkpoint directories      -> itself (model.safetensors + a config.json that says it is
+                                              ours: interp.training.checkpoints.is_checkpoint_dir; a step
+                                              checkpoint given directly keeps its run name and step)
   * any other folder                       -> every run / checkpoint / HF dir / .gguf below it, in sorted
                                               path order; a match is not searched further, hidden folders
                                               and `*.parts` folders are skipped
@@ -25,8 +27,8 @@ results/batch.parquet -> results/batch.parts/), where key = <sha256 of the weigh
 A key whose part exists is skipped, so a killed batch resumes where it stopped, and identical weights
 at two paths (a copied checkpoint) are analysed once: the table keeps the first path. Weight hashes
 are streamed and cached by (path, size, mtime) under cache_dir("hashes"). The settings hash covers
-everything that changes the numbers (the text's content, tokens, seq_len, batch_size, backend, positions,
-prepend_bos, dtype, metrics, eps, tokenizer override), not package versions (those are a column).
+everything that changes the numbers: every ProbeConfig field (the text by its content), not package
+versions (those are a column).
 The table OUT is always rebuilt from the parts (merge_parts), so a batch adds to it and never loses rows.
 
 Failures: a checkpoint that cannot be hashed, loaded or probed (missing/truncated weights, corrupt
@@ -52,9 +54,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from interp import probes
+from interp._util.config import reject_unknown_keys
+from interp._util.dist import Distributed, env_rank, env_world_size, shard  # noqa: F401 (shard re-exported)
+from interp._util.io import atomic_write, read_json, text_sha256, write_json_atomic
 from interp._util.paths import CONFIG_FILE, WEIGHTS_FILE, cache_dir
-from interp.training import checkpoints
+from interp.probes.config import ProbeConfig
+
+# Importing this module imports no torch (the CLI builds `interp batch --help` from BatchConfig's
+# defaults); the probe itself and the model resolver are imported where they run.
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -78,24 +85,26 @@ SORT_COLUMNS = ("run", "step", "path", "metric", "layer")
 # Configuration
 # --------------------------------------------------------------------------------------------------
 
+# The batch's defaults differ from probe()'s: the paper's 2,048 tokens at a sequence length every model we
+# train can take (the tiny preset's n_ctx is 256).
+PROBE_DEFAULTS = {"tokens": 2048, "seq_len": 256}
+# ProbeConfig fields added after batch tables were first written: they enter the settings hash only when
+# set, so the parts of earlier tables keep their keys (and are still skipped).
+LATER_SETTINGS = {"reference": "raw", "exclude_massive_dims": None}
+
+
+def default_probe_config() -> ProbeConfig:
+    return ProbeConfig(**PROBE_DEFAULTS)
+
+
 @dataclass
 class BatchConfig:
-    """One batch job. Probe settings mirror interp.probes.probe; defaults are the paper's 2,048 tokens
-    at a sequence length every model we train can take (the tiny preset's n_ctx is 256)."""
+    """One batch job: which PATHs, where the table goes, and the probe settings (a ProbeConfig, every
+    option interp.probes.probe takes) used for every checkpoint."""
 
     paths: list[str] = field(default_factory=list)
     out: str = "results/batch.parquet"
-    text: str | None = None               # None = held-out wiki; a corpus name; or a text file
-    tokens: int = 2048
-    seq_len: int = 256
-    batch_size: int = 4
-    backend: str = "torch"
-    positions: str = "skip_first"
-    prepend_bos: bool = False
-    dtype: str = "float32"
-    metrics: tuple[str, ...] = probes.METRIC_NAMES
-    tokenizer: str | None = None          # override every model's own tokenizer (interp.data.get_tokenizer)
-    eps: float = probes.DEFAULT_EPS
+    probe: ProbeConfig = field(default_factory=default_probe_config)
     csv: bool = False                     # also write OUT with a .csv suffix when merging
     progress: bool = True                 # tqdm bar on stderr
     threads: int = 0                      # torch.set_num_threads; 0 leaves torch's default
@@ -104,44 +113,48 @@ class BatchConfig:
 
     def __post_init__(self) -> None:
         self.paths = [str(p) for p in self.paths]
-        self.metrics = tuple(self.metrics)
+        if isinstance(self.probe, dict):
+            self.probe = ProbeConfig.from_dict(self.probe)
+
+    @classmethod
+    def build(cls, **kwargs: Any) -> BatchConfig:
+        """BatchConfig from flat keywords: run_batch(paths=[...], out=..., tokens=64, reference="normed");
+        ProbeConfig fields go to `probe` (on top of the batch's defaults)."""
+        probe_fields = {f.name for f in dataclasses.fields(ProbeConfig)}
+        options = {k: kwargs.pop(k) for k in list(kwargs) if k in probe_fields}
+        probe = kwargs.pop("probe", None) or default_probe_config()
+        return cls(**kwargs, probe=ProbeConfig.build(probe, **options))
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
-        d["metrics"] = list(self.metrics)
+        d["probe"] = self.probe.to_dict()
         return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> BatchConfig:
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise ValueError(f"BatchConfig.from_dict: unknown keys {unknown}; known keys: {sorted(known)}")
+        reject_unknown_keys(cls, d)
         return cls(**d)
 
     def validate(self) -> None:
         """Cheap argument checks, before any file is read (ValueError naming the field)."""
-        for name, value, allowed in (("backend", self.backend, probes.BACKENDS),
-                                     ("positions", self.positions, probes.POSITIONS),
-                                     ("dtype", self.dtype, tuple(probes.COMPUTE_DTYPES))):
-            if value not in allowed:
-                raise ValueError(f"BatchConfig.{name}={value!r}: choose one of {allowed}")
-        unknown = [m for m in self.metrics if m not in probes.METRICS]
-        if unknown or not self.metrics:
-            raise ValueError(f"BatchConfig.metrics={list(self.metrics)}: choose a non-empty subset of "
-                             f"{list(probes.METRIC_NAMES)}")
-        probes.sequence_plan(self.tokens, self.seq_len, self.batch_size, self.prepend_bos)
+        try:
+            self.probe.validate()
+        except ValueError as err:
+            raise ValueError(f"BatchConfig.probe: {err}") from None
         if not str(self.out).endswith(".parquet"):
             raise ValueError(f"BatchConfig.out={self.out!r}: the merged table is parquet; use a path ending "
                              "in .parquet (csv=True adds a CSV beside it)")
 
     def settings(self, text_sha256: str) -> dict[str, Any]:
-        """Everything that changes the numbers of one checkpoint's rows (the skip key hashes this). The text
-        enters by content, not by name: the same text at another path is the same setting."""
-        return {"text_sha256": text_sha256, "tokens": self.tokens,
-                "seq_len": self.seq_len, "batch_size": self.batch_size, "backend": self.backend,
-                "positions": self.positions, "prepend_bos": self.prepend_bos, "dtype": self.dtype,
-                "metrics": list(self.metrics), "eps": self.eps, "tokenizer": self.tokenizer}
+        """Everything that changes the numbers of one checkpoint's rows (the skip key hashes this): every
+        ProbeConfig field, the text by content, not by name (the same text at another path is the same
+        setting); LATER_SETTINGS only when they differ from their defaults."""
+        settings = {"text_sha256": text_sha256, **self.probe.to_dict()}
+        del settings["text"]
+        for name, default in LATER_SETTINGS.items():
+            if settings[name] == default:
+                del settings[name]
+        return settings
 
 
 def settings_hash(settings: dict[str, Any]) -> str:
@@ -175,9 +188,10 @@ class Target:
 
 
 def _read_json(path: Path) -> Any:
+    """The JSON at `path`, or None when it is missing or unreadable (reported later, when it is loaded)."""
     try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
+        return read_json(path, missing_ok=True, torn_ok=True)
+    except (OSError, ValueError):  # a directory, no permission, bytes that are not UTF-8
         return None
 
 
@@ -190,19 +204,28 @@ def _step_dirs(run_dir: Path) -> list[Path]:
 
 
 def _classify(path: Path) -> str | None:
-    """'run', 'checkpoint', 'hf_dir', 'gguf', or None (a plain folder or an unrelated file)."""
+    """'run', 'checkpoint', 'hf_dir', 'gguf', or None (a plain folder or an unrelated file).
+
+    What a directory holds is decided by the one model resolver (interp.hf.resolve: by what config.json
+    says, never by file names alone), except that a folder without config.json is searched, not taken
+    for a model: a .gguf inside it is found as a file."""
+    from interp.hf.resolve import ModelResolutionError, classify_dir
+    from interp.training.checkpoints import is_checkpoint_dir
+
     if path.is_file():
         return "gguf" if path.suffix == GGUF_SUFFIX else None
     if not path.is_dir():
         return None
     if _step_dirs(path):
         return "run"
-    config = _read_json(path / CONFIG_FILE) if (path / CONFIG_FILE).is_file() else None
-    if isinstance(config, dict) and ("model_type" in config or "architectures" in config):
-        return "hf_dir"
-    if (path / WEIGHTS_FILE).is_file() and (path / CONFIG_FILE).is_file():
+    if is_checkpoint_dir(path):
         return "checkpoint"  # ours, or ours with a corrupt config.json (reported as failed later)
-    return None
+    if not (path / CONFIG_FILE).is_file():
+        return None
+    try:
+        return "hf_dir" if classify_dir(path) == "hf_dir" else None
+    except ModelResolutionError:
+        return None  # a config.json that is neither ours nor Hugging Face's: not a model
 
 
 def _checkpoint_target(path: Path, run: str | None = None, step: float | None = None) -> Target:
@@ -290,7 +313,7 @@ def file_sha256(path: str | Path) -> str:
         return cached["sha256"]
     with open(path, "rb") as f:
         digest = hashlib.file_digest(f, "sha256").hexdigest()
-    checkpoints.write_json_atomic(entry, {"path": str(path), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns,
+    write_json_atomic(entry, {"path": str(path), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns,
                                           "sha256": digest})
     return digest
 
@@ -320,7 +343,7 @@ def _failed_part(parts: Path, path: Path) -> Path:
 
 
 def _write_parquet_atomic(df: pd.DataFrame, path: Path) -> None:
-    checkpoints.atomic_write(path.parent, {path.name: lambda p: df.to_parquet(p, index=False)})
+    atomic_write(path.parent, {path.name: lambda p: df.to_parquet(p, index=False)})
 
 
 def _order(df: pd.DataFrame) -> pd.DataFrame:
@@ -345,7 +368,7 @@ def merge_parts(out: str | Path, csv: bool = False) -> pd.DataFrame:
     df = _order(pd.concat([f for f in frames if len(f)], ignore_index=True))
     _write_parquet_atomic(df, out)
     if csv:
-        checkpoints.atomic_write(out.parent, {out.with_suffix(".csv").name: lambda p: df.to_csv(p, index=False)})
+        atomic_write(out.parent, {out.with_suffix(".csv").name: lambda p: df.to_csv(p, index=False)})
     return df
 
 
@@ -370,29 +393,13 @@ def _seed_parts(out: Path) -> int:
 # Sharding
 # --------------------------------------------------------------------------------------------------
 
-def shard(items: list, rank: int, world_size: int) -> list:
-    """Rank r of W takes items r, r + W, r + 2W, ... (balanced when checkpoints cost about the same)."""
-    if not 0 <= rank < world_size:
-        raise ValueError(f"rank={rank} must be in [0, world_size={world_size})")
-    return items[rank::world_size]
-
-
-def _shard_info(cfg: BatchConfig) -> tuple[int, int, bool, bool]:
-    """(rank, world_size, a process group is live, we created it). Joins torchrun's group (gloo on CPU,
-    nccl on GPU, via interp.training.init_distributed) when MASTER_ADDR is set and the ranks come from the env."""
-    import torch.distributed as dist
-
-    world = cfg.world_size if cfg.world_size is not None else int(os.environ.get("WORLD_SIZE", "1"))
-    rank = cfg.rank if cfg.rank is not None else int(os.environ.get("RANK", "0"))
-    created = False
-    if world > 1 and not dist.is_initialized() and "MASTER_ADDR" in os.environ and cfg.world_size is None:
-        from interp.training import init_distributed
-
-        _, created = init_distributed()
-    group = dist.is_available() and dist.is_initialized()
-    if group:
-        rank, world = dist.get_rank(), dist.get_world_size()
-    return rank, world, group, created
+def _distributed(cfg: BatchConfig) -> Distributed:
+    """This rank: BatchConfig.rank / world_size when set (no process group is joined), else the environment,
+    joining torchrun's process group when MASTER_ADDR is set (interp._util.dist.Distributed)."""
+    if cfg.rank is None and cfg.world_size is None:
+        return Distributed.from_env(join="MASTER_ADDR" in os.environ)
+    return Distributed(rank=cfg.rank if cfg.rank is not None else env_rank(),
+                       world_size=cfg.world_size if cfg.world_size is not None else env_world_size())
 
 
 # --------------------------------------------------------------------------------------------------
@@ -429,11 +436,12 @@ class BatchRunner:
         self.parts = parts_dir(self.out)
 
     def _tokenizer(self) -> Any:
-        if self.cfg.tokenizer is None:
+        """The --tokenizer override, built once for every checkpoint; None: each model's own."""
+        if self.cfg.probe.tokenizer is None:
             return None
-        from interp.data import get_tokenizer
+        from interp import data
 
-        return get_tokenizer(self.cfg.tokenizer)
+        return data.get_tokenizer(self.cfg.probe.tokenizer)
 
     def _rows(self, target: Target, key: str, weights: str, settings: str, status: str = "ok",
               error: str = "", probe_df: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -448,11 +456,10 @@ class BatchRunner:
         return _order(df)
 
     def _analyse(self, target: Target, key: str, weights: str, settings: str, tokenizer: Any) -> pd.DataFrame:
-        cfg = self.cfg
-        df = probes.probe(str(target.path), text=cfg.text, tokens=cfg.tokens, seq_len=cfg.seq_len,
-                          batch_size=cfg.batch_size, backend=cfg.backend, positions=cfg.positions,
-                          prepend_bos=cfg.prepend_bos, dtype=cfg.dtype, metrics=cfg.metrics, tokenizer=tokenizer,
-                          eps=cfg.eps)
+        from interp.probes import run as probe_run  # by module: a test can stand in for probe_run.probe
+
+        options = {"tokenizer": tokenizer} if tokenizer is not None else {}
+        df = probe_run.probe(str(target.path), config=self.cfg.probe, **options)
         timing = df.attrs.get("timing", {})
         rows = self._rows(target, key, weights, settings, probe_df=df)
         rows.attrs["timing"] = timing
@@ -464,14 +471,17 @@ class BatchRunner:
             import torch
 
             torch.set_num_threads(cfg.threads)
-        text, _ = probes.load_text(cfg.text)
-        settings = settings_hash(cfg.settings(probes.text_sha256(text)))
+        from interp.probes.text import load_text
+
+        text, _ = load_text(cfg.probe.text)
+        settings = settings_hash(cfg.settings(text_sha256(text)))
         del text
         targets = expand_paths(cfg.paths)
-        rank, world, group, created = _shard_info(cfg)
-        mine = shard(targets, rank, world)
+        dist = _distributed(cfg)
+        rank, world = dist.rank, dist.world_size
+        mine = dist.shard(targets)
         result = BatchResult(rank=rank, world_size=world, settings_hash=settings, targets=targets)
-        if rank == 0:
+        if dist.primary:
             _seed_parts(self.out)
         self.parts.mkdir(parents=True, exist_ok=True)
         tokenizer = self._tokenizer()
@@ -485,15 +495,12 @@ class BatchRunner:
             raise
         if world == 1:
             self._merge(result)
-        if group:
-            import torch.distributed as dist
-
+        if dist.group:
             dist.barrier()
-            if rank == 0:
+            if dist.primary:
                 self._merge(result)
             dist.barrier()  # nobody leaves (and tears the group down) before the merge is written
-            if created:
-                dist.destroy_process_group()
+            dist.close()
         elif world > 1:
             print(f"[batch] rank {rank}/{world}: parts written to {self.parts}; when every rank has finished, "
                   f"build the table with `interp batch --merge-only --out {self.out}`", file=sys.stderr, flush=True)
@@ -542,5 +549,6 @@ class BatchRunner:
 
 
 def run_batch(cfg: BatchConfig | None = None, **kwargs: Any) -> BatchResult:
-    """BatchRunner(cfg).run(); or build the config from keyword arguments: run_batch(paths=[...], out=...)."""
-    return BatchRunner(cfg if cfg is not None else BatchConfig(**kwargs)).run()
+    """BatchRunner(cfg).run(); or build the config from flat keyword arguments (BatchConfig.build):
+    run_batch(paths=[...], out=..., tokens=64, reference="normed")."""
+    return BatchRunner(cfg if cfg is not None else BatchConfig.build(**kwargs)).run()

@@ -1,0 +1,191 @@
+"""The streaming accumulator: backend-agnostic, fed per-layer activations as a forward produces them.
+
+Each metric is reduced to one number per token as soon as both its operands are there, then folded
+into RunningMoments / RunningHistogram (one channel per layer): mean, std, sem, normal 95% CI and
+histogram quantiles; tokens whose value is NaN/inf are counted in n_nonfinite and never averaged in.
+
+Memory: an activation lives only until the metrics that need it are computed (resid_pre of ONE layer
+lives until that layer's resid_post arrives); what survives is O(layers x bins), never O(tokens).
+
+Massive activations: exclude_dims zeroes residual dimensions in EVERY operand before any metric (a few
+dimensions orders of magnitude above the rest dominate every norm, so a cosine can mostly measure them);
+the rows' `reference` formula says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from jaxtyping import Bool, Float
+from torch import Tensor
+
+from interp.probes.config import check_dims, check_metrics
+from interp.probes.metrics import METRICS, LayerOperands
+from interp.probes.names import ALL_SITES, DEFAULT_EPS, METRIC_NAMES
+from interp.stats import DEFAULT_QUANTILES, RunningMoments
+
+QUANTILE_COLUMNS = tuple(f"q{round(q * 100):02d}" for q in DEFAULT_QUANTILES)  # q05 q25 q50 q75 q95
+
+
+class NoveltyAccumulator:
+    """Receives per-layer activations as a forward produces them, reduces each metric to one number
+    per token as soon as both its operands are there, and folds those into RunningMoments /
+    RunningHistogram (one channel per layer). Order-independent within a layer; an activation is
+    dropped as soon as no pending metric of its layer needs it.
+
+    derive_attn_out: backends that have no attention-output site (HF forward hooks, nnsight) set
+    attn_out = resid_mid - resid_pre, which is exact whenever the block adds the (normed) attention
+    output to the stream unchanged (Llama; Gemma3 with its post-attention norm included).
+
+    exclude_dims: residual dimensions zeroed in every operand before any metric (massive activations);
+    a copy is zeroed, never the model's own tensor.
+
+    Per batch: begin_batch(mask) -> feed(...) for every site of every layer -> end_batch(), which
+    raises if some metric of some layer never saw both operands (a hook that did not fire).
+    """
+
+    def __init__(self, n_layers: int, metrics: Sequence[str] = METRIC_NAMES, dtype: torch.dtype = torch.float32,
+                 eps: float = DEFAULT_EPS, derive_attn_out: bool = False, exclude_dims: Sequence[int] = ()):
+        if n_layers < 1:
+            raise ValueError(f"n_layers must be >= 1, got {n_layers}")
+        self.n_layers = n_layers
+        self.metrics = check_metrics(metrics)
+        self.dtype = dtype
+        self.eps = eps
+        self.derive_attn_out = derive_attn_out
+        self.exclude_dims = check_dims(exclude_dims)
+        self._exclude_index = torch.tensor(self.exclude_dims, dtype=torch.long)
+        self.meta: dict[str, Any] = {}
+        self.moments = {m: RunningMoments(n_layers) for m in self.metrics}
+        self.hists = {m: METRICS[m].histogram(n_layers) for m in self.metrics}
+        derived = {"block_out"} | ({"attn_out"} if derive_attn_out else set())
+        operands = {op for m in self.metrics for op in METRICS[m].operands}
+        self.needed_sites = ({op for op in operands if op not in derived}
+                             | {src for op in operands & derived for src in LayerOperands.DERIVED[op]})
+        self.n_batches = 0
+        self.peak_live_tensors = 0  # most [batch, pos, d_model] activations held at once (memory test)
+        self._mask: Tensor | None = None
+        self._live: dict[int, LayerOperands] = {}
+        self._done: set[tuple[int, str]] = set()
+
+    # -- per batch ------------------------------------------------------------------------------
+    def begin_batch(self, mask: Bool[Tensor, "batch pos"] | None = None) -> None:
+        """mask: which tokens count (position filter and padding); None counts all."""
+        self._mask = mask
+        self._live.clear()
+        self._done.clear()
+
+    def feed(self, layer: int, site: str, x: Float[Tensor, "batch pos d_model"]) -> None:
+        """One activation of one layer, e.g. feed(3, "resid_pre", h). Unneeded sites are ignored."""
+        if site not in ALL_SITES:
+            raise ValueError(f"site={site!r}: expected one of {ALL_SITES}")
+        if not 0 <= layer < self.n_layers:
+            raise ValueError(f"layer={layer} out of range for n_layers={self.n_layers}")
+        if site not in self.needed_sites:
+            return
+        ops = self._live.setdefault(layer, LayerOperands(self.eps, self.derive_attn_out))
+        ops.tensors[site] = self._operand(x)
+        for name, values in self._ready(layer, ops).items():
+            self.add_values(layer, name, values)
+        self.peak_live_tensors = max(self.peak_live_tensors, sum(len(o.tensors) for o in self._live.values()))
+        pending = {op for m in self.metrics if (layer, m) not in self._done for op in METRICS[m].operands}
+        ops.drop_except(pending)
+        if not pending:
+            del self._live[layer]
+
+    def _operand(self, x: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch pos d_model"]:
+        """x in the metric dtype, with the excluded dimensions zeroed (out of place)."""
+        x = x.detach().to(self.dtype)
+        if not self.exclude_dims:
+            return x
+        if self.exclude_dims[-1] >= x.shape[-1]:
+            raise ValueError(f"exclude dims {list(self.exclude_dims)} out of range for d_model={x.shape[-1]}")
+        return x.index_fill(-1, self._exclude_index.to(x.device), 0.0)
+
+    def reference(self, metric: str, layer: int) -> str:
+        """The exact formula of one row, including the excluded dimensions."""
+        formula = METRICS[metric].reference(layer)
+        return f"{formula} excluding d_model dims {list(self.exclude_dims)}" if self.exclude_dims else formula
+
+    def _ready(self, layer: int, ops: LayerOperands) -> dict[str, Float[Tensor, "batch pos"]]:
+        return {m: METRICS[m].fn(ops) for m in self.metrics
+                if (layer, m) not in self._done and all(ops.has(op) for op in METRICS[m].operands)}
+
+    def values(self, layer: int, sites: dict[str, Tensor]) -> dict[str, Float[Tensor, "batch pos"]]:
+        """All metrics computable from `sites` at once, without touching the statistics (for backends that
+        reduce elsewhere, e.g. inside an nnsight trace); fold them in later with add_values."""
+        ops = LayerOperands(self.eps, self.derive_attn_out)
+        ops.tensors.update({k: self._operand(v) for k, v in sites.items()})
+        return {m: METRICS[m].fn(ops) for m in self.metrics if all(ops.has(op) for op in METRICS[m].operands)}
+
+    def add_values(self, layer: int, metric: str, values: Float[Tensor, "batch pos"]) -> None:
+        """Fold per-token values of one metric of one layer into the running statistics."""
+        if metric not in self.moments:
+            raise ValueError(f"metric {metric!r} is not tracked here; tracked: {list(self.metrics)}")
+        if (layer, metric) in self._done:
+            raise RuntimeError(f"{metric} of layer {layer} was fed twice in one batch: a site's hook fired "
+                               "twice (is the model wrapped twice, or are hooks left from an earlier run?)")
+        selected = values[self._mask] if self._mask is not None else values.reshape(-1)
+        self.moments[metric].update(selected, channel=layer)
+        self.hists[metric].update(selected, channel=layer)
+        self._done.add((layer, metric))
+
+    def end_batch(self) -> None:
+        missing = [(l, m) for l in range(self.n_layers) for m in self.metrics if (l, m) not in self._done]
+        self._live.clear()
+        self._done.clear()
+        self._mask = None
+        if missing:
+            layer, metric = missing[0]
+            raise RuntimeError(
+                f"{len(missing)} (layer, metric) pairs got no values this batch, e.g. {metric} of layer {layer} "
+                f"(needs sites {METRICS[metric].operands}): the backend's hooks did not fire there")
+        self.n_batches += 1
+
+    # -- results and persistence ----------------------------------------------------------------
+    def summary(self) -> list[dict[str, Any]]:
+        """One row per (layer, metric): mean, std, sem, ci_low, ci_high, q05..q95, n_tokens, n_nonfinite."""
+        rows = []
+        for name in self.metrics:
+            mom, hist = self.moments[name], self.hists[name]
+            low, high = mom.ci95()
+            quants = hist.quantiles(DEFAULT_QUANTILES)
+            for layer in range(self.n_layers):
+                row = {"layer": layer, "metric": name, "mean": mom.mean[layer].item(), "std": mom.std[layer].item(),
+                       "sem": mom.sem[layer].item(), "ci_low": low[layer].item(), "ci_high": high[layer].item()}
+                row.update({col: quants[layer, i].item() for i, col in enumerate(QUANTILE_COLUMNS)})
+                row.update(n_tokens=int(mom.n[layer].item()), n_nonfinite=int(mom.n_nonfinite[layer].item()),
+                           reference=self.reference(name, layer))
+                rows.append(row)
+        return rows
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"n_layers": self.n_layers, "metrics": list(self.metrics), "n_batches": self.n_batches,
+                "meta": dict(self.meta), "exclude_dims": list(self.exclude_dims),
+                "moments": {m: s.state_dict() for m, s in self.moments.items()},
+                "hists": {m: h.state_dict() for m, h in self.hists.items()}}
+
+    def load_state_dict(self, state: dict[str, Any]) -> NoveltyAccumulator:
+        if (state["n_layers"] != self.n_layers or tuple(state["metrics"]) != self.metrics
+                or tuple(state.get("exclude_dims", ())) != self.exclude_dims):
+            raise ValueError("state does not match this accumulator's n_layers, metrics and exclude_dims")
+        self.n_batches = int(state["n_batches"])
+        self.meta = dict(state.get("meta", {}))
+        for m in self.metrics:
+            self.moments[m].load_state_dict(state["moments"][m])
+            self.hists[m].load_state_dict(state["hists"][m])
+        return self
+
+    def merge(self, other: NoveltyAccumulator) -> NoveltyAccumulator:
+        """Fold another accumulator over the same layers and metrics (another shard of tokens) into this one."""
+        if (other.n_layers != self.n_layers or other.metrics != self.metrics
+                or other.exclude_dims != self.exclude_dims):
+            raise ValueError("can only merge NoveltyAccumulators with the same n_layers, metrics and exclude_dims")
+        for m in self.metrics:
+            self.moments[m].merge(other.moments[m])
+            self.hists[m].merge(other.hists[m])
+        self.n_batches += other.n_batches
+        return self
+

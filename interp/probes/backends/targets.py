@@ -1,0 +1,99 @@
+"""Where the sites of a model live, for the backends that hook modules (torch, nnsight): the HookPoints
+of a HookedRootModule (our TaperedLM), or an HF model's modules as its SiteMap (interp.hf) names them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torch import nn
+
+from interp.probes.backends.base import Backend, Plan, _Site, _Target
+from interp.probes.model_kinds import _is_bridge, _is_hooked_root, _require_hf_source
+from interp.probes.names import SITES
+
+_MLP_IN_MODULE = "mlp_in=blocks.{l}.mlp input"
+_MLP_IN_HOOK = "blocks.{l}.mlp.hook_in"  # TransformerBridge's name for the MLP's input
+
+
+def _hooked_n_layers(model: Any) -> int:
+    n = 0
+    while f"blocks.{n}.hook_resid_pre" in model.hook_dict:
+        n += 1
+    if n == 0:
+        raise ValueError(f"{type(model).__name__} has no HookPoint 'blocks.0.hook_resid_pre': the probes need "
+                         f"TransformerLens names blocks.{{l}}.hook_resid_pre/_mid/_post, hook_mlp_out, hook_attn_out")
+    return n
+
+
+def _hookpoint_target(model: nn.Module, mlp_in: bool = False) -> _Target:
+    """Sites of a HookedRootModule (TaperedLM): the outputs of its HookPoints; with mlp_in, also the
+    input of the module blocks.{l}.mlp (what its ln2 hands the MLP, gain included)."""
+    n = _hooked_n_layers(model)
+    missing = [f"blocks.{l}.hook_{s}" for l in range(n) for s in SITES if f"blocks.{l}.hook_{s}" not in model.hook_dict]
+    if missing:
+        raise ValueError(f"{type(model).__name__} lacks HookPoints {missing[:3]}...: it needs all of "
+                         f"{[f'hook_{s}' for s in SITES]} in every block")
+    if mlp_in:
+        _hooked_mlp_modules(model, n)  # error naming blocks.{l}.mlp if absent
+    sites = [[_Site(s, f"blocks.{l}.hook_{s}", "output") for s in SITES] for l in range(n)]
+    hook_sites = "; ".join(f"{s}=blocks.{{l}}.hook_{s}" for s in SITES)
+    if mlp_in:
+        for l, layer_sites in enumerate(sites):
+            layer_sites.insert(SITES.index("resid_mid") + 1, _Site("mlp_in", f"blocks.{l}.mlp", "input"))
+        hook_sites += "; " + _MLP_IN_MODULE
+    return _Target(model, n, sites, derive_attn_out=False, mlp_out_site="blocks.{l}.hook_mlp_out",
+                   hook_sites=hook_sites)
+
+
+
+
+def _hooked_mlp_modules(model: nn.Module, n_layers: int) -> list[nn.Module]:
+    try:
+        return [model.get_submodule(f"blocks.{l}.mlp") for l in range(n_layers)]
+    except AttributeError:
+        raise ValueError(f"{type(model).__name__} has no module blocks.{{l}}.mlp, so the MLP's normalised input "
+                         "(site mlp_in, metric rho_mlp_normed) cannot be read; use reference='raw'") from None
+
+
+def _hf_target(loaded: Any, mlp_in: bool = False) -> _Target:
+    """Sites of an HF model from its SiteMap (interp.hf). Accepts a LoadedModel or a bare HF model."""
+    from interp import hf as pretrained
+
+    model = loaded.model if isinstance(loaded, pretrained.LoadedModel) else loaded
+    try:
+        sm = loaded.sites if isinstance(loaded, pretrained.LoadedModel) else pretrained.site_map_for(model)
+    except ValueError as err:
+        raise ValueError(f"cannot probe {type(model).__name__}: its MLP and residual sites are unknown. {err}") from None
+    layers = pretrained.layer_modules(loaded)
+    for rel in (sm.mlp_input_norm, sm.mlp_out_module, sm.mlp):
+        pretrained.get_submodule(layers[0], rel)  # AttributeError naming the SiteMap entry if it is wrong
+    sites = [_hf_layer_sites(sm, l, mlp_in) for l in range(len(layers))]
+    mlp_site = f"{sm.mlp_out_module} output" + (" (post-MLP norm, what is added to the stream)" if sm.post_mlp_norm else "")
+    hook_sites = ("; ".join(f"{s.site}={s.describe()}" for s in _hf_layer_sites(sm, "{l}", mlp_in))
+                  + "; attn_out=resid_mid-resid_pre")
+    return _Target(model, len(layers), sites, derive_attn_out=True, mlp_out_site=mlp_site, hook_sites=hook_sites)
+
+
+def _hf_layer_sites(sm: Any, layer: int | str, mlp_in: bool = False) -> list[_Site]:
+    """Layer input = resid_pre; input of the MLP's input norm = resid_mid; [input of the MLP = mlp_in, the
+    normalised stream it reads]; output of the MLP (or of the post-MLP norm, Gemma) = mlp_out; layer
+    output = resid_post (see interp.hf.SiteMap). Forward order."""
+    return [_Site("resid_pre", f"{sm.layers}.{layer}", "input"),
+            _Site("resid_mid", f"{sm.layers}.{layer}.{sm.mlp_input_norm}", "input"),
+            *([_Site("mlp_in", f"{sm.layers}.{layer}.{sm.mlp}", "input")] if mlp_in else []),
+            _Site("mlp_out", f"{sm.layers}.{layer}.{sm.mlp_out_module}", "output"),
+            _Site("resid_post", f"{sm.layers}.{layer}", "output")]
+
+
+
+def module_plan(backend: Backend, model: Any, mlp_in: bool = False) -> Plan:
+    """The Plan of a module-hook backend: a HookedRootModule's HookPoints (not a bridge's: its modules are
+    the HF model's), else the SiteMap sites of an HF model (attn_out derived)."""
+    if _is_hooked_root(model):
+        if _is_bridge(model):
+            raise ValueError(f"backend={backend.name!r} cannot hook a TransformerBridge: use "
+                             "backend='transformer_lens', or pass the LoadedModel / HF model itself")
+        target = _hookpoint_target(model, mlp_in)
+    else:
+        target = _hf_target(_require_hf_source(model), mlp_in)
+    return Plan(backend, target, target.derive_attn_out, target.mlp_out_site, target.hook_sites, target.n_layers)

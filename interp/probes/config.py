@@ -1,0 +1,167 @@
+"""ProbeConfig: every option of a probe run, declared once (torch-free).
+
+interp.probes.probe builds one from its keyword arguments, interp.probes.batch.BatchConfig and the
+analysis configs nest one, and `interp probe` / `interp batch` generate their probe flags from it
+(interp._util.config.add_arguments), so an option added here appears everywhere at once.
+
+The checks here are plain Python on the options alone (no file, no model, no torch): they run before
+anything is read, so a typo fails in milliseconds with the allowed values in the message.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from interp._util.config import option, reject_unknown_keys
+from interp.probes.names import (
+    ALL_METRIC_NAMES,
+    BACKENDS,
+    DEFAULT_EPS,
+    DTYPE_NAMES,
+    METRIC_NAMES,
+    POSITIONS,
+    REFERENCES,
+)
+
+
+class OptionParseError(ValueError, argparse.ArgumentTypeError):
+    """A flag value that does not parse; argparse shows the message as it is."""
+
+
+def parse_exclude_dims(spec: str) -> int | list[int]:
+    """--exclude-massive-dims: "3" -> 3 (measure the top 3), "17,247,507" -> [17, 247, 507]."""
+    parts = [p.strip() for p in spec.split(",") if p.strip()]
+    if not parts or not all(p.isdigit() for p in parts):
+        raise OptionParseError(f"--exclude-massive-dims {spec!r}: give K (e.g. 3) or a comma list of dims (e.g. 17,247,507)")
+    return int(parts[0]) if len(parts) == 1 and "," not in spec else [int(p) for p in parts]
+
+
+@dataclass
+class ProbeConfig:
+    """What to probe over and how: the text, the token plan, the backend and the metric math."""
+
+    text: str | None = option(None, "text file, or a corpus name (wiki, shakespeare); default: held-out wiki split")
+    tokens: int = option(16384, "model positions to run, rounded down to a multiple of --seq-len")
+    seq_len: int = option(512, "positions per sequence, BOS included")
+    batch_size: int = option(4, "sequences per forward")
+    backend: str = option("torch", "how the activations are read", choices=BACKENDS)
+    positions: str = option("skip_first", "skip_first: position 0 of each sequence (the attention sink) is left "
+                            "out; all: every position", choices=POSITIONS)
+    prepend_bos: bool = option(False, "start every sequence with BOS")
+    dtype: str = option("float32", "precision of the metric math (the model runs in its own dtype)",
+                        choices=DTYPE_NAMES)
+    metrics: tuple[str, ...] = option(METRIC_NAMES, f"subset of {', '.join(ALL_METRIC_NAMES)}", metavar="M[,M]")
+    reference: str = option("raw", "normed: also rho_mlp_normed, the cosine with the MLP's normalised input",
+                            choices=REFERENCES)
+    exclude_massive_dims: int | tuple[int, ...] | None = option(
+        None, "zero residual dims in every cosine: K = the K of largest mean |resid_pre| (measured on a first "
+        "pass), or a comma list of dims", parse=parse_exclude_dims, metavar="K|D[,D]")
+    eps: float = option(DEFAULT_EPS, "floor of |a||b| in every cosine (a zero vector gives 0, not NaN)")
+    tokenizer: str | None = option(None, "tokenizer name for interp.data.get_tokenizer, overriding the model's own")
+
+    def __post_init__(self) -> None:
+        if isinstance(self.text, os.PathLike):
+            self.text = str(self.text)
+        if isinstance(self.metrics, list | tuple):
+            self.metrics = tuple(self.metrics)
+        if isinstance(self.exclude_massive_dims, list):
+            self.exclude_massive_dims = tuple(self.exclude_massive_dims)
+
+    def validate(self) -> ProbeConfig:
+        """ValueError naming the field and its allowed values; returns self."""
+        with_reference(self.metrics, self.reference)
+        exclusion_request(self.exclude_massive_dims)
+        for name, value, allowed in (("backend", self.backend, BACKENDS), ("positions", self.positions, POSITIONS),
+                                     ("dtype", self.dtype, DTYPE_NAMES)):
+            if value not in allowed:
+                raise ValueError(f"{name}={value!r}: choose one of {allowed}")
+        if self.tokenizer is not None and not isinstance(self.tokenizer, str):
+            raise ValueError(f"tokenizer={self.tokenizer!r}: ProbeConfig holds a name for interp.data.get_tokenizer "
+                             "or None; pass a tokenizer object to interp.probes.probe(..., tokenizer=obj) instead")
+        if self.text is not None and not isinstance(self.text, str):
+            raise ValueError(f"text={self.text!r}: a text file path, a corpus name, or None (held-out wiki)")
+        sequence_plan(self.tokens, self.seq_len, self.batch_size, self.prepend_bos)
+        return self
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["metrics"] = list(self.metrics)
+        if isinstance(self.exclude_massive_dims, tuple):
+            d["exclude_massive_dims"] = list(self.exclude_massive_dims)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ProbeConfig:
+        reject_unknown_keys(cls, d)
+        return cls(**d)
+
+    @classmethod
+    def build(cls, config: ProbeConfig | None = None, **options: Any) -> ProbeConfig:
+        """`config` (or the defaults) with `options` replaced; TypeError naming an unknown option."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(options) - known)
+        if unknown:
+            raise TypeError(f"unknown probe options {unknown}; ProbeConfig's options are {sorted(known)}")
+        return dataclasses.replace(config, **options) if config is not None else cls(**options)
+
+
+# --------------------------------------------------------------------------------------------------
+# Checks shared with the torch modules (metrics, accumulator, run): one copy, torch-free
+# --------------------------------------------------------------------------------------------------
+
+def check_metrics(metrics: Sequence[str]) -> tuple[str, ...]:
+    metrics = tuple(metrics)
+    unknown = [m for m in metrics if m not in ALL_METRIC_NAMES]
+    if unknown or not metrics:
+        raise ValueError(f"metrics={list(metrics)}: choose a non-empty subset of {list(ALL_METRIC_NAMES)}")
+    return metrics
+
+
+def with_reference(metrics: Sequence[str], reference: str) -> tuple[str, ...]:
+    """The metrics to track for reference="raw" (as given) or "normed" (plus rho_mlp_normed)."""
+    if reference not in REFERENCES:
+        raise ValueError(f"reference={reference!r}: choose one of {REFERENCES} ('normed' adds rho_mlp_normed, "
+                         "the cosine against the MLP's normalised input)")
+    metrics = check_metrics(metrics)
+    return metrics + ("rho_mlp_normed",) if reference == "normed" and "rho_mlp_normed" not in metrics else metrics
+
+
+def check_dims(dims: Sequence[int]) -> tuple[int, ...]:
+    """Sorted unique non-negative ints (exclude_dims / exclude_massive_dims as a list)."""
+    if isinstance(dims, int | str) or not all(isinstance(d, int) and not isinstance(d, bool) for d in dims):
+        raise ValueError(f"exclude dims={dims!r}: expected a list of d_model indices, e.g. [138, 406]")
+    if any(d < 0 for d in dims):
+        raise ValueError(f"exclude dims={list(dims)}: indices must be >= 0")
+    return tuple(sorted(set(int(d) for d in dims)))
+
+
+def exclusion_request(spec: int | Sequence[int] | None) -> tuple[int, tuple[int, ...]]:
+    """(k to measure, dims given) from exclude_massive_dims."""
+    if spec is None:
+        return 0, ()
+    if isinstance(spec, int) and not isinstance(spec, bool):
+        if spec < 1:
+            raise ValueError(f"exclude_massive_dims={spec}: give k >= 1 (or None for no exclusion, or a list of dims)")
+        return spec, ()
+    return 0, check_dims(spec)
+
+
+def sequence_plan(tokens: int, seq_len: int, batch_size: int, bos: bool) -> tuple[int, int]:
+    """(number of sequences, text tokens per sequence); raises before any model loads if the text is too short."""
+    if seq_len < 1 + bos or batch_size < 1:
+        raise ValueError(f"need seq_len >= {1 + bos} and batch_size >= 1, got seq_len={seq_len}, batch_size={batch_size}")
+    n_seqs = tokens // seq_len
+    if n_seqs < 1:
+        raise ValueError(f"tokens={tokens} is less than one sequence of seq_len={seq_len}; raise tokens or lower seq_len")
+    return n_seqs, seq_len - bos
+
+
+def too_little_text(have: int, need: int, tokens: int, seq_len: int, bos: bool) -> str:
+    return (f"the text has {have} tokens but tokens={tokens} at seq_len={seq_len}"
+            f"{' with prepend_bos' if bos else ''} needs {need}: pass a longer text (--text FILE) "
+            f"or lower tokens to at most {have // (seq_len - bos) * seq_len}")

@@ -1,0 +1,60 @@
+"""What kind of model object the probes were handed: a HookedRootModule (our TaperedLM), a TransformerBridge,
+an interp.hf.LoadedModel, or a bare HF model. The backends and the text code ask these questions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+
+def _is_hooked_root(model: Any) -> bool:
+    """A HookedRootModule or a TransformerBridge: run_with_hooks + TransformerLens hook names."""
+    return hasattr(model, "run_with_hooks") and hasattr(model, "hook_dict")
+
+
+def _hooked_root_class() -> type:
+    from transformer_lens import HookedRootModule
+
+    return HookedRootModule
+
+
+def _is_bridge(model: Any) -> bool:
+    return _is_hooked_root(model) and not isinstance(model, _hooked_root_class())
+
+
+def _hf_source(model: Any) -> Any:
+    """A LoadedModel or a bare nn.Module that is neither a HookedRootModule nor a bridge, else None."""
+    from interp import hf as pretrained
+
+    if isinstance(model, pretrained.LoadedModel):
+        return model
+    if isinstance(model, nn.Module) and not _is_hooked_root(model):
+        return model
+    return None
+
+
+def _require_hf_source(model: Any) -> Any:
+    """_hf_source(model), or TypeError listing what the probes accept."""
+    source = _hf_source(model)
+    if source is None:
+        raise TypeError(f"cannot probe a {type(model).__name__}: pass a registry name / path, an "
+                        "interp.hf.LoadedModel, an HF causal LM, a TaperedLM or a TransformerBridge")
+    return source
+
+
+def _unwrap_model(model: Any) -> Any:
+    """The nn.Module inside a wrapper (LoadedModel.model); a module as it is."""
+    return getattr(model, "model", model) if not isinstance(model, nn.Module) else model
+
+
+def _model_device(model: nn.Module) -> torch.device:
+    try:
+        return next(model.parameters()).device
+    except StopIteration:
+        return torch.device("cpu")
+
+
+def _model_label(model: Any) -> str:
+    return getattr(model, "name", None) or type(model).__name__

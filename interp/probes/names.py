@@ -1,0 +1,23 @@
+"""The probes' vocabulary, torch-free: sites, metric names, backends, positions, references, dtypes.
+
+Why a module of its own: ProbeConfig and the CLI's --help need the allowed values, and `interp --help`
+must not import torch; interp.probes.metrics (torch) builds METRICS in the order named here."""
+
+from __future__ import annotations
+
+SITES = ("resid_pre", "attn_out", "resid_mid", "mlp_out", "resid_post")  # forward order within a layer
+# Opt-in sites, hooked only when a tracked metric reads them. mlp_in = the MLP module's input, i.e. the
+# output of its input norm (RMSNorm(resid_mid) incl. gain); in forward order it sits after resid_mid.
+EXTRA_SITES = ("mlp_in",)
+ALL_SITES = ("resid_pre", "attn_out", "resid_mid", "mlp_in", "mlp_out", "resid_post")
+REFERENCES = ("raw", "normed")  # reference="normed" adds rho_mlp_normed to the metrics
+BACKENDS = ("torch", "transformer_lens", "nnsight", "hookpoints")
+POSITIONS = ("skip_first", "all")
+DTYPE_NAMES = ("float32", "float64")  # precision of the metric math (interp.probes.metrics.COMPUTE_DTYPES)
+DEFAULT_EPS = 1e-8
+
+# Every metric interp.probes.metrics.METRICS defines, in table order; the opt-in ones need extra sites.
+ALL_METRIC_NAMES = ("rho_mlp", "rho_mlp_mid", "rho_block", "rho_attn", "norm_ratio", "block_influence",
+                    "rho_mlp_normed")
+OPTIONAL_METRICS = ("rho_mlp_normed",)  # opt-in: they need extra sites (see EXTRA_SITES)
+METRIC_NAMES = tuple(m for m in ALL_METRIC_NAMES if m not in OPTIONAL_METRICS)  # the default set

@@ -1,0 +1,162 @@
+"""Running the probes: token batches through a model into an accumulator (accumulate), into a table
+(probe_model), or the whole job from a model name and a text (probe).
+
+Data flow: ProbeConfig -> text + tokenizer -> token batches -> model -> backend hooks -> NoveltyAccumulator
+-> tidy table (interp.probes.table). Cheap checks run first: a typo or a too-short text fails before any
+weights are loaded (the tokenizer is loaded alone first).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from torch import Tensor
+
+from interp.probes.accumulator import NoveltyAccumulator
+from interp.probes.backends.choice import make_plan
+from interp.probes.config import ProbeConfig, exclusion_request, sequence_plan, too_little_text, with_reference
+from interp.probes.massive import _residual_abs_mean
+from interp.probes.metrics import COMPUTE_DTYPES
+from interp.probes.model_kinds import _model_label
+from interp.probes.names import DEFAULT_EPS, METRIC_NAMES, POSITIONS
+from interp.probes.table import to_frame
+from interp.probes.text import _bos_id, encode_text, load_text, text_sha256, token_batches
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+def accumulate(model: Any, batches: Iterable[Tensor | dict], backend: str = "torch",
+               metrics: Sequence[str] = METRIC_NAMES, positions: str = "skip_first", dtype: str = "float32",
+               eps: float = DEFAULT_EPS, reference: str = "raw",
+               exclude_massive_dims: int | Sequence[int] | None = None) -> NoveltyAccumulator:
+    """Stream `batches` ([batch, pos] token tensors, or dicts with input_ids and attention_mask) through
+    `model` and return the filled accumulator (merge it with others for sharded analyses).
+
+    `acc.meta` records the backend and where each site came from. The model is run under no_grad;
+    padding (attention_mask == 0) is masked out of the statistics.
+    reference: "raw" (default) or "normed", which adds rho_mlp_normed (cosine with the MLP's normalised input).
+    exclude_massive_dims: None (default); k, to zero the k dimensions of largest mean |resid_pre| in every
+        operand (measured on a first pass over the same batches, so it costs a second forward); or a list
+        of dimensions. acc.meta then holds excluded_dims (and the measured dims' mean |resid_pre|).
+    """
+    if dtype not in COMPUTE_DTYPES:
+        raise ValueError(f"dtype={dtype!r}: choose one of {tuple(COMPUTE_DTYPES)}")
+    if positions not in POSITIONS:
+        raise ValueError(f"positions={positions!r}: choose one of {POSITIONS}")
+    metrics = with_reference(metrics, reference)
+    k, given_dims = exclusion_request(exclude_massive_dims)
+    plan = make_plan(model, backend, mlp_in="rho_mlp_normed" in metrics)
+    meta: dict[str, Any] = {"backend": backend, "mlp_out_site": plan.mlp_out_site, "hook_sites": plan.hook_sites,
+                            "dtype": dtype, "positions": positions, "eps": eps}
+    if reference != "raw":
+        meta["reference_mode"] = reference
+    dims = given_dims
+    if k:
+        batches = list(batches)  # read twice: the first pass measures, the second probes
+        scale = _residual_abs_mean(plan, batches, positions).mean(0)  # [d_model]
+        if k >= scale.numel():
+            raise ValueError(f"exclude_massive_dims={k} must be below d_model={scale.numel()}")
+        top = scale.topk(k)
+        dims = tuple(sorted(top.indices.tolist()))
+        meta["excluded_dims_mean_abs"] = str([round(v, 4) for v in scale[list(dims)].tolist()])
+        meta["median_dim_mean_abs"] = round(scale.median().item(), 6)
+    if exclude_massive_dims is not None:
+        meta["exclude_massive_dims"] = k if k else "given"
+        meta["excluded_dims"] = str(list(dims))
+    acc = NoveltyAccumulator(plan.n_layers, metrics, COMPUTE_DTYPES[dtype], eps, derive_attn_out=plan.derive_attn_out,
+                             exclude_dims=dims)
+    acc.meta = meta
+    plan.run(batches, acc, positions)
+    return acc
+
+
+def probe_model(model: Any, batches: Iterable[Tensor | dict], backend: str = "torch",
+                metrics: Sequence[str] = METRIC_NAMES, positions: str = "skip_first", dtype: str = "float32",
+                eps: float = DEFAULT_EPS, reference: str = "raw",
+                exclude_massive_dims: int | Sequence[int] | None = None, **columns: Any) -> pd.DataFrame:
+    """Lower-level entry for notebooks and batch analysis: an already-loaded model and token batches in,
+    the tidy table out (`columns` are added to every row, e.g. model="...", checkpoint="...").
+    reference / exclude_massive_dims: see accumulate()."""
+    acc = accumulate(model, batches, backend, metrics, positions, dtype, eps, reference, exclude_massive_dims)
+    return to_frame(acc, **{"model": _model_label(model), **columns})
+
+
+def probe(model: Any = "smollm2-135m", text: str | Path | None = None, *, config: ProbeConfig | None = None,
+          **options: Any) -> pd.DataFrame:
+    """Per-layer novelty metrics of one model over held-out text, as a tidy long table (one row per
+    layer and metric; columns: interp.probes.table.to_frame).
+
+        probe("smollm2-135m", tokens=2048, seq_len=512)
+        probe("runs/cosine", config=ProbeConfig(tokens=2048, seq_len=256, reference="normed"))
+
+    model: a registry name / HF dir / .gguf / hub id, one of our checkpoint directories (tokenized with
+        the checkpoint's own tokenizer) -- all through interp.hf.resolve_model -- or an already-loaded
+        object (LoadedModel, HF model, TaperedLM, TransformerBridge) with tokenizer=.
+    text and **options: the fields of ProbeConfig (defaults there: tokens=16384, seq_len=512,
+        batch_size=4, backend="torch", positions="skip_first", prepend_bos=False, dtype="float32",
+        metrics=METRIC_NAMES, reference="raw", exclude_massive_dims=None, eps=1e-8, tokenizer=None),
+        replacing those of `config` when both are given. tokenizer may also be a tokenizer object.
+    dtype: precision of the metric math ("float32" or "float64"); the model runs in its own dtype.
+    reference: "raw" (default) | "normed": also rho_mlp_normed, the cosine with the MLP's normalised input.
+    exclude_massive_dims: None | k (measure the top-k mean-|resid_pre| dims on a first pass; a second
+        forward) | a list of dims: zeroed in every operand; rows get columns excluded_dims etc.
+    The table's attrs["timing"] holds load and probe seconds.
+    """
+    from interp import data, hf
+
+    tokenizer = options.get("tokenizer")
+    if tokenizer is not None and not isinstance(tokenizer, str):
+        del options["tokenizer"]  # an object is used as given; ProbeConfig holds names only
+    else:
+        tokenizer = None
+    if text is not None:
+        options["text"] = text
+    cfg = ProbeConfig.build(config, **options).validate()  # cheap checks before touching any file
+    text_str, text_source = load_text(cfg.text)
+    if tokenizer is None and cfg.tokenizer is not None:
+        tokenizer = data.get_tokenizer(cfg.tokenizer)
+
+    def check_ids(tok: Any) -> list[int]:
+        ids = encode_text(tok, text_str)
+        n_seqs, per_seq = sequence_plan(cfg.tokens, cfg.seq_len, cfg.batch_size, cfg.prepend_bos)
+        if len(ids) < n_seqs * per_seq:
+            raise ValueError(too_little_text(len(ids), n_seqs * per_seq, cfg.tokens, cfg.seq_len, cfg.prepend_bos))
+        return ids
+
+    ids: list[int] | None = None
+    checkpoint = ""
+    start = time.perf_counter()
+    if isinstance(model, str | Path):
+        ref = hf.resolve_model(model)
+        checkpoint = ref.checkpoint
+        tok = tokenizer if tokenizer is not None else ref.load_tokenizer()
+        ids = check_ids(tok)
+        model_obj = ref.load()
+        label = ref.label if ref.kind == "checkpoint" else str(model)
+    else:
+        model_obj = model
+        tok = tokenizer if tokenizer is not None else getattr(model, "tokenizer", None)
+        if tok is None:
+            raise ValueError(f"probe(model=<{type(model).__name__}>): pass tokenizer= for an object without one")
+        label = _model_label(model)
+    if ids is None:
+        ids = check_ids(tok)
+    load_s = time.perf_counter() - start
+    bos = _bos_id(tok, model_obj) if cfg.prepend_bos else None
+    batches = token_batches(ids, cfg.tokens, cfg.seq_len, cfg.batch_size, bos)
+    if cfg.backend == "transformer_lens" and isinstance(model_obj, hf.LoadedModel) and model_obj is not model:
+        model_obj = hf.to_transformer_bridge(model_obj, inplace=True)  # we own it: no copy needed
+    start = time.perf_counter()
+    acc = accumulate(model_obj, batches, cfg.backend, cfg.metrics, cfg.positions, cfg.dtype, cfg.eps, cfg.reference,
+                     cfg.exclude_massive_dims)
+    probe_s = time.perf_counter() - start
+    df = to_frame(acc, model=label, checkpoint=checkpoint, seq_len=cfg.seq_len, prepend_bos=cfg.prepend_bos,
+                  text_source=text_source, text_sha256=text_sha256(text_str))
+    n_positions = sum(b.numel() for b in batches)
+    df.attrs["timing"] = {"load_s": load_s, "probe_s": probe_s, "positions": n_positions,
+                          "positions_per_s": n_positions / probe_s if probe_s else float("nan")}
+    return df

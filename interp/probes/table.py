@@ -1,0 +1,50 @@
+"""The tidy result table: one row per (layer, metric), the run's settings repeated on every row."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from interp.probes.accumulator import QUANTILE_COLUMNS, NoveltyAccumulator
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+TABLE_COLUMNS = ("model", "checkpoint", "layer", "n_layers", "depth", "metric", "mean", "std", "sem", "ci_low",
+                 "ci_high", *QUANTILE_COLUMNS, "n_tokens", "n_nonfinite", "reference", "mlp_out_site", "hook_sites",
+                 "positions", "seq_len", "prepend_bos", "text_source", "text_sha256", "dtype", "eps", "backend")
+
+
+def to_frame(acc: NoveltyAccumulator, **columns: Any) -> pd.DataFrame:
+    """The accumulator's summary as a tidy long table: TABLE_COLUMNS first (those present), then any
+    other `columns` given, then `versions`. `columns` (model, checkpoint, seq_len, ...) and acc.meta
+    (backend, sites, dtype, positions) are repeated on every row."""
+    import pandas as pd
+
+    from interp._util.provenance import versions_string
+
+    df = pd.DataFrame(acc.summary())
+    df["n_layers"] = acc.n_layers
+    df["depth"] = df["layer"] / max(acc.n_layers - 1, 1)  # l / (L - 1): models of any depth share an axis
+    for key, value in {"model": "", "checkpoint": "", **acc.meta, **columns}.items():
+        df[key] = value
+    df["versions"] = versions_string()
+    first = [c for c in TABLE_COLUMNS if c in df.columns]
+    return df[first + [c for c in df.columns if c not in first and c != "versions"] + ["versions"]]
+
+
+def save_table(df: pd.DataFrame, path: str | Path, csv: bool = False) -> list[Path]:
+    """Write the table as parquet (or CSV when `path` ends in .csv); csv=True also writes a .csv beside
+    the parquet file. Parent folders are created. Returns the written paths."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    written = []
+    if path.suffix == ".csv":
+        df.to_csv(path, index=False)
+        return [path]
+    df.to_parquet(path, index=False)
+    written.append(path)
+    if csv:
+        df.to_csv(path.with_suffix(".csv"), index=False)
+        written.append(path.with_suffix(".csv"))
+    return written
