@@ -22,6 +22,7 @@ from interp.cli import build_parser, main
 from interp.cli.sweep import config_from_args
 from interp.model import param_counts
 from interp.schedules import WidthSpec
+from interp.stats import mean_ci, t_cdf, t_quantile
 from interp.training import TrainConfig, Trainer
 from interp.training.experiments import (
     ERROR_FILE,
@@ -31,12 +32,9 @@ from interp.training.experiments import (
     collect,
     experiment_runs,
     group_variants,
-    mean_ci,
     run_experiment,
     summarize,
     sweep_variants,
-    t_cdf,
-    t_quantile,
     variant,
 )
 from interp.training.presets import PRESETS
