@@ -5,7 +5,7 @@ titans = Titans MAG) two width variants with identical parameter counts *within 
 the paper's frozen choice, cosine 1.5->0.5 (docs/mixers.md: only the SwiGLU MLP is tapered; the mixer and
 its memories are the same in both). Same preset, data, steps and seeds everywhere; per mixer: mean
 validation perplexity with a 95% Student-t CI over seeds, and tapered minus uniform paired by seed with
-its t-CI (interp.training.experiments.summarize).
+its t-CI (interp.training.results.summarize).
 
     interp ablate architectures --preset tiny --seeds 2                   # reduced CPU budget, below
     interp ablate architectures --preset tiny --seeds 2 --budget preset   # the preset's own (a GPU)
@@ -155,7 +155,7 @@ def mixer_overrides(cfg: Config, mixer: str) -> dict[str, Any]:
 def experiment(cfg: Config):
     """The interp.training.experiments.Experiment this config describes (no training): the arms
     "<mixer>/<width>" in cfg.mixers order x cfg.seeds, in <root>/<name>/<mixer>/<width>/seed<k>/."""
-    from interp.training.experiments import Variant, Experiment
+    from interp.training.experiments import Experiment, Variant
 
     if cfg.seeds < 1:
         raise ValueError(f"Config.seeds must be >= 1, got {cfg.seeds}")
@@ -220,7 +220,7 @@ def tables(exp) -> tuple[pd.DataFrame, pd.DataFrame]:
 
     The runs table keeps the per-mixer layout these tables always had: `mixer`, then `experiment` = the
     mixer and `variant` = the width variant ("uniform"), not the arm's full name."""
-    from interp.training.experiments import DONE, experiment_runs, summarize
+    from interp.training.results import DONE, experiment_runs, summarize
 
     every = experiment_runs(exp)
     arms = [split_arm(v.name) for v in exp.variants]

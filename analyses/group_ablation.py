@@ -5,7 +5,7 @@ uniform, wider-early (1.5/1.0/0.5 x d_ff over the early/middle/late thirds), wid
 (0.75/1.5/0.75) and wider-late (0.5/1.0/1.5), interp.schedules.PROFILES. Same preset, data, steps
 and seeds; only the widths differ. Per variant: mean validation loss and perplexity with a 95%
 Student-t CI over seeds, and the difference from uniform paired by seed with its t-CI
-(interp.training.experiments.summarize; t_{0.975,2} = 4.303 for 3 seeds, computed, no scipy).
+(interp.training.results.summarize; t_{0.975,2} = 4.303 for 3 seeds, computed, no scipy).
 
     interp ablate groups --preset tiny --seeds 3          # CPU: the numbers below
     torchrun --nproc_per_node=8 -m interp.cli.ablate groups --preset 440m --set grad_accum=1
@@ -109,12 +109,8 @@ def compute_tables(exp, cfg: Any, figures_dir: Path, name: str, table: str, runs
 
     Returns (report or None, summary). Raises ExperimentFailed after writing if any run failed.
     """
-    from interp.training.experiments import (
-        ExperimentFailed,
-        experiment_runs,
-        run_experiment,
-        summarize,
-    )
+    from interp.training.experiments import ExperimentFailed, run_experiment
+    from interp.training.results import experiment_runs, summarize
 
     report = run_experiment(exp, data=data) if train else None
     runs = experiment_runs(exp)

@@ -25,20 +25,16 @@ from interp.schedules import WidthSpec
 from interp.stats import mean_ci, t_cdf, t_quantile
 from interp.training import TrainConfig, Trainer
 from interp.training.experiments import (
-    ERROR_FILE,
-    RUN_COLUMNS,
     Experiment,
     Variant,
     check_equal_params,
-    collect,
     describe,
-    experiment_runs,
     group_variants,
     run_experiment,
-    summarize,
     sweep_variants,
     variant,
 )
+from interp.training.results import ERROR_FILE, RUN_COLUMNS, collect, experiment_runs, summarize
 from interp.training.presets import PRESETS
 from tests.corpus import private_cache, write_corpus
 

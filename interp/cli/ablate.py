@@ -29,7 +29,7 @@ def _register_groups(kinds: argparse._SubParsersAction) -> None:
 
     p = kinds.add_parser("groups", help="uniform vs wider-early/-middle/-late at equal parameters (paper Fig. 2)",
                          description="Train the layer-group ablation (resumable), tabulate mean and paired "
-                                     "differences with 95%% t-CIs, plot figures/group_ablation.png.")
+                                     "differences with 95% t-CIs, plot figures/group_ablation.png.")
     add_experiment_arguments(p, group_ablation)
     p.set_defaults(func=run_groups)
 
