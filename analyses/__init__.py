@@ -13,6 +13,9 @@ Each analysis module exposes:
                                      named with --only or --all is given
 
 Adding an analysis is one line: append its module name to ANALYSES.
+
+Layering: an analysis module is config + compute + render and never imports interp.cli; the command
+line (interp/cli/) is the only layer that imports analyses, and builds its flags from their Configs.
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ from typing import Any
 
 import pandas as pd
 
+from interp._util.io import atomic_write
+from interp._util.paths import REPO_ROOT
 from interp._util.provenance import provenance
 
 # Order = the order `interp figures` runs and lists them (cheap first).
@@ -85,15 +90,21 @@ def recompute_command(name: str) -> str:
     return f"interp figures --only {name} --recompute"
 
 
-def write_table(df: pd.DataFrame, figures_dir: Path, filename: str, config: Any, analysis: str) -> Path:
-    """Write a result table as CSV plus a `<stem>.meta.json` sidecar (config + provenance + columns).
+def resolve_root(root: str | Path) -> Path:
+    """A run root from a Config: relative paths resolve against the repo root (not the working directory)."""
+    root = Path(root)
+    return root if root.is_absolute() else REPO_ROOT / root
 
-    The sidecar says what produced the numbers, so a table under figures/ is never anonymous.
+
+def write_table(df: pd.DataFrame, figures_dir: Path, filename: str, config: Any, analysis: str) -> Path:
+    """Write a result table as CSV plus a `<stem>.meta.json` sidecar (config + provenance + columns), atomically.
+
+    The sidecar says what produced the numbers, so a table under figures/ is never anonymous; both files
+    are written before either replaces its old version (interp._util.io.atomic_write), so a killed
+    `interp figures` leaves the previous table and sidecar, never a torn or mismatched pair.
     """
     figures_dir = Path(figures_dir)
-    figures_dir.mkdir(parents=True, exist_ok=True)
     path = figures_dir / filename
-    df.to_csv(path, index=False)
     meta = {
         "analysis": analysis,
         "table": filename,
@@ -102,8 +113,9 @@ def write_table(df: pd.DataFrame, figures_dir: Path, filename: str, config: Any,
         "config": dataclasses.asdict(config) if dataclasses.is_dataclass(config) else config,
         "provenance": provenance(),
     }
-    meta_path = figures_dir / (Path(filename).stem + META_SUFFIX)
-    meta_path.write_text(json.dumps(meta, indent=2, default=str) + "\n")
+    meta_text = json.dumps(meta, indent=2, default=str) + "\n"
+    atomic_write(figures_dir, {filename: lambda p: df.to_csv(p, index=False),
+                               Path(filename).stem + META_SUFFIX: lambda p: p.write_text(meta_text)})
     return path
 
 

@@ -5,17 +5,18 @@ titans = Titans MAG) two width variants with identical parameter counts *within 
 the paper's frozen choice, cosine 1.5->0.5 (docs/mixers.md: only the SwiGLU MLP is tapered; the mixer and
 its memories are the same in both). Same preset, data, steps and seeds everywhere; per mixer: mean
 validation perplexity with a 95% Student-t CI over seeds, and tapered minus uniform paired by seed with
-its t-CI (interp.training.experiments.summarize).
+its t-CI (interp.training.results.summarize).
 
     interp ablate architectures --preset tiny --seeds 2                   # reduced CPU budget, below
     interp ablate architectures --preset tiny --seeds 2 --budget preset   # the preset's own (a GPU)
     torchrun --nproc_per_node=8 -m interp.cli ablate architectures --preset 760m --set grad_accum=1
 
-Runs: runs/architectures-<preset>[-full]/<mixer>/<variant>/seed<k>/ (one interp.training.experiments.Experiment
-per mixer, because an Experiment's variants differ only in width: the mixer is a shared override);
-"-full" marks --budget preset where the preset also has a CPU budget, so the two never mix. Runs go
-seed-major over all mixers (seed 0 of every mixer and variant, then seed 1), so a stopped comparison
-already holds complete pairs. Rerun = resume. `--mixers` trains a subset into the same directories.
+Runs: runs/architectures-<preset>[-full]/<mixer>/<variant>/seed<k>/: one interp.training.experiments.Experiment
+whose variants are the eight arms "<mixer>/<width>", each overriding mixer (+ mixer_options) and width;
+"-full" marks --budget preset where the preset also has a CPU budget, so the two never mix. The runner
+goes seed-major (seed 0 of every mixer and variant, then seed 1), so a stopped comparison already holds
+complete pairs; parameter counts are equal within each mixer. Rerun = resume. `--mixers` trains a subset
+into the same directories.
 Tables: figures/architectures.csv (one row per mixer x variant, with the paper's column) and
 figures/architectures_runs.csv (one row per run, with the device and dtype it trained on).
 
@@ -40,19 +41,17 @@ guess 4). A run that diverges still ends "done" with a NaN perplexity: the table
 
 from __future__ import annotations
 
-import argparse
-import dataclasses
 import math
-import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from analyses import read_table, write_table
-from interp._util.paths import REPO_ROOT
+from analyses import read_table, resolve_root, write_table
+from analyses.group_ablation import NAME_HELP, ONLY_HELP, PRESET_HELP, ROOT_HELP, SEEDS_HELP
+from interp._util.config import option
 from interp.schedules import WidthSpec
 
 NAME = "architectures"
@@ -68,6 +67,7 @@ ARCHITECTURE_NAMES = {"attention": "Transformer++", "gated_attention": "Gated At
                       "hope_attention": "Hope-attention", "titans": "Titans (MAG)", "titans_lmm": "Titans (LMM)"}
 BASELINE = WidthSpec()                      # uniform
 TAPERED = WidthSpec("cosine", 1.5, 0.5)     # the paper's frozen choice for the architecture comparison
+ARM_SEP = "/"                               # variant name of an arm: "<mixer>/<width variant>"
 
 # Paper, 760M / 50B tokens, WikiText perplexity per architecture as (uniform, tapered): not public.
 PAPER_760M_WIKI_PPL: dict[str, tuple[float, float] | None] = {m: None for m in MIXERS}
@@ -85,35 +85,34 @@ MEASURED_TOKENS_PER_S = {"attention": 926.0, "gated_attention": 926.0, "hope_att
 
 @dataclass
 class Config:
-    preset: str = "tiny"
-    seeds: int = 2                   # seeds 0..seeds-1; a CI needs >= 2
-    steps: int | None = None         # None = CPU_BUDGETS[preset]["steps"], else the preset's
-    mixers: tuple[str, ...] = MIXERS
-    root: str = "runs"               # relative paths resolve against the repo root
-    name: str | None = None          # directory under root; default "architectures-<preset>"
-    only: tuple[str, ...] = ()       # subset of width-variant names ("uniform", "cosine-1.5-0.5")
+    preset: str = option("tiny", PRESET_HELP)
+    seeds: int = option(2, SEEDS_HELP)  # seeds 0..seeds-1; a CI needs >= 2
+    # None = CPU_BUDGETS[preset]["steps"], else the preset's
+    steps: int | None = option(None, "training steps per run (default: the budget's)")
+    mixers: tuple[str, ...] = option(MIXERS, "comma-separated token mixers to compare", metavar="MIXER[,MIXER]")
+    root: str = option("runs", ROOT_HELP)
+    name: str | None = option(None, NAME_HELP)  # default "architectures-<preset>[-full]"
+    # subset of width-variant names ("uniform", "cosine-1.5-0.5")
+    only: tuple[str, ...] = option((), ONLY_HELP, metavar="VARIANT[,VARIANT]")
     # TrainConfig fields shared by every run; they win over CPU_BUDGETS (e.g. {"n_ctx": 256, "threads": 2}).
-    overrides: dict[str, Any] = field(default_factory=dict)
+    overrides: dict[str, Any] = option(help="TrainConfig fields shared by every run (--set FIELD=JSON)",
+                                       default_factory=dict, cli=False)
     # Per mixer ModelConfig.mixer_options (TrainConfig.mixer_options), e.g. {"titans": {"chunk_size": 64}}.
-    mixer_options: dict[str, dict[str, Any]] = field(default_factory=dict)
+    mixer_options: dict[str, dict[str, Any]] = option(help="per mixer ModelConfig.mixer_options",
+                                                      default_factory=dict, cli=False)
     # "cpu": CPU_BUDGETS[preset] where the preset has one; "preset": the preset's own steps, n_ctx, ... (GPU)
-    budget: str = "cpu"
+    budget: str = option("cpu", "cpu: the reduced CPU budget where the preset has one (CPU_BUDGETS); preset: the "
+                                "preset's own steps and n_ctx (on a GPU); runs go to architectures-<preset>-full",
+                         choices=BUDGETS)
 
 
 # -------------------------------------------------------------------------------------- experiments
 
 def width_variants(only: tuple[str, ...] = ()):
     """[uniform, cosine 1.5->0.5] as interp.training.experiments.Variant (names "uniform", "cosine-1.5-0.5")."""
-    from interp.training.experiments import variant
+    from interp.training.experiments import select_variants, variant
 
-    variants = [variant(BASELINE), variant(TAPERED)]
-    if only:
-        known = [v.name for v in variants]
-        unknown = sorted(set(only) - set(known))
-        if unknown:
-            raise ValueError(f"Config.only={unknown}: unknown variant(s); choose from {', '.join(known)}")
-        variants = [v for v in variants if v.name in only]
-    return variants
+    return select_variants([variant(BASELINE), variant(TAPERED)], only, where="Config.only")
 
 
 def _check_mixers(cfg: Config) -> None:
@@ -122,7 +121,7 @@ def _check_mixers(cfg: Config) -> None:
     unknown = [m for m in cfg.mixers if m not in REGISTERED]
     if not cfg.mixers or unknown or len(set(cfg.mixers)) != len(cfg.mixers):
         raise ValueError(f"Config.mixers={list(cfg.mixers)}: need distinct registered mixers "
-                         f"(unknown: {unknown}); choose from {sorted(REGISTERED)} (interp/mixers.py)")
+                         f"(unknown: {unknown}); choose from {sorted(REGISTERED)} (interp/model/mixers/)")
     stray = sorted(set(cfg.mixer_options) - set(cfg.mixers))
     if stray:
         raise ValueError(f"Config.mixer_options has entries for {stray}, which are not in Config.mixers")
@@ -145,29 +144,27 @@ def shared_overrides(cfg: Config) -> dict[str, Any]:
 
 
 def mixer_overrides(cfg: Config, mixer: str) -> dict[str, Any]:
-    """shared_overrides plus the mixer and its mixer_options."""
-    overrides = {**shared_overrides(cfg), "mixer": mixer}
+    """What one mixer's arms override: the mixer and its mixer_options."""
+    overrides: dict[str, Any] = {"mixer": mixer}
     options = cfg.mixer_options.get(mixer)
     if options:
         overrides["mixer_options"] = dict(options)
     return overrides
 
 
-def experiments(cfg: Config) -> list:
-    """One interp.training.experiments.Experiment per mixer, in cfg.mixers order (no training).
-
-    Each lives in <root>/<name>/<mixer>/ and holds the two width variants x cfg.seeds.
-    """
-    from interp.training.experiments import Experiment
+def experiment(cfg: Config):
+    """The interp.training.experiments.Experiment this config describes (no training): the arms
+    "<mixer>/<width>" in cfg.mixers order x cfg.seeds, in <root>/<name>/<mixer>/<width>/seed<k>/."""
+    from interp.training.experiments import Experiment, Variant
 
     if cfg.seeds < 1:
         raise ValueError(f"Config.seeds must be >= 1, got {cfg.seeds}")
     _check_mixers(cfg)
-    root = Path(cfg.root)
-    root = (root if root.is_absolute() else REPO_ROOT / root) / (cfg.name or default_name(cfg))
-    variants = width_variants(cfg.only)
-    return [Experiment(name=mixer, preset=cfg.preset, variants=variants, seeds=list(range(cfg.seeds)), root=root,
-                       overrides=mixer_overrides(cfg, mixer)) for mixer in cfg.mixers]
+    arms = [Variant(f"{mixer}{ARM_SEP}{w.name}", {**w.overrides, **mixer_overrides(cfg, mixer)})
+            for mixer in cfg.mixers for w in width_variants(cfg.only)]
+    return Experiment(name=cfg.name or default_name(cfg), preset=cfg.preset, variants=arms,
+                      seeds=list(range(cfg.seeds)), root=resolve_root(cfg.root), overrides=shared_overrides(cfg),
+                      equal_params_within=("mixer",))
 
 
 def default_name(cfg: Config) -> str:
@@ -176,9 +173,10 @@ def default_name(cfg: Config) -> str:
     return f"{NAME}-{cfg.preset}" + ("-full" if full else "")
 
 
-def experiment(cfg: Config) -> list:
-    """Alias of experiments(), named like the other experiment analyses (it returns a list here)."""
-    return experiments(cfg)
+def split_arm(name: str) -> tuple[str, str]:
+    """"titans/cosine-1.5-0.5" -> ("titans", "cosine-1.5-0.5")."""
+    mixer, _, width = name.partition(ARM_SEP)
+    return mixer, width
 
 
 def estimate_minutes(cfg: Config, tokens_per_s: dict[str, float] | None = None, eval_factor: float = 1 / 3) -> float:
@@ -189,45 +187,14 @@ def estimate_minutes(cfg: Config, tokens_per_s: dict[str, float] | None = None, 
     """
     speeds = tokens_per_s or MEASURED_TOKENS_PER_S
     total = 0.0
-    for exp in experiments(cfg):
-        for _, _, tc in exp.configs():
-            if tc.mixer not in speeds:
-                raise ValueError(f"estimate_minutes: no tokens/s for mixer {tc.mixer!r}; pass tokens_per_s")
-            n_evals = tc.steps // tc.eval_interval + (tc.steps % tc.eval_interval != 0)
-            per_batch = tc.batch_size * tc.n_ctx
-            tokens = tc.steps * per_batch + eval_factor * n_evals * tc.eval_batches * per_batch
-            total += tokens / speeds[tc.mixer]
+    for _, _, tc in experiment(cfg).configs():
+        if tc.mixer not in speeds:
+            raise ValueError(f"estimate_minutes: no tokens/s for mixer {tc.mixer!r}; pass tokens_per_s")
+        n_evals = tc.steps // tc.eval_interval + (tc.steps % tc.eval_interval != 0)
+        per_batch = tc.batch_size * tc.n_ctx
+        tokens = tc.steps * per_batch + eval_factor * n_evals * tc.eval_batches * per_batch
+        total += tokens / speeds[tc.mixer]
     return total / 60.0
-
-
-# ------------------------------------------------------------------------------------------ running
-
-class ArchitecturesFailed(RuntimeError):
-    """Raised after the tables were written if some run failed; carries every mixer's Report."""
-
-    def __init__(self, reports: list):
-        super().__init__("\n".join(r.summary() for r in reports))
-        self.reports = reports
-        self.report = next(r for r in reports if r.failed)
-
-
-def run_all(exps: list, data=None, log=print) -> list:
-    """Train what is missing, seed-major over mixers (seed 0 of every mixer, then seed 1, ...).
-
-    Returns one interp.training.experiments.Report per (seed, mixer) call; stops after an interrupted run.
-    """
-    from interp.training.experiments import run_experiment
-
-    reports = []
-    for seed in sorted({s for exp in exps for s in exp.seeds}):
-        for exp in exps:
-            if seed not in exp.seeds:
-                continue
-            report = run_experiment(dataclasses.replace(exp, seeds=[seed]), data=data, log=log)
-            reports.append(report)
-            if report.interrupted:
-                return reports
-    return reports
 
 
 def paper_columns(mixer: str, variant_name: str) -> dict[str, Any]:
@@ -248,46 +215,56 @@ def paper_note() -> str:
     return PAPER_NOTE + (f"; not public for {', '.join(missing)}" if missing else "")
 
 
-def tables(exps: list) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(runs, summary) rebuilt from the run directories: one row per run, one per mixer x variant."""
-    from interp.training.experiments import DONE, experiment_runs, summarize
+def tables(exp) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(runs, summary) rebuilt from the run directories: one row per run, one per mixer x variant.
 
+    The runs table keeps the per-mixer layout these tables always had: `mixer`, then `experiment` = the
+    mixer and `variant` = the width variant ("uniform"), not the arm's full name."""
+    from interp.training.results import DONE, experiment_runs, summarize
+
+    every = experiment_runs(exp)
+    arms = [split_arm(v.name) for v in exp.variants]
     run_tables, summaries = [], []
-    for exp in exps:
-        runs = experiment_runs(exp)
-        runs.insert(0, "mixer", exp.name)
+    for mixer in dict.fromkeys(m for m, _ in arms):
+        order = [w for m, w in arms if m == mixer]
+        runs = every[every["variant"].isin([f"{mixer}{ARM_SEP}{w}" for w in order])].copy()
+        runs["experiment"] = mixer
+        runs["variant"] = [split_arm(v)[1] for v in runs["variant"]]
+        runs.insert(0, "mixer", mixer)
         run_tables.append(runs)
-        order = [v.name for v in exp.variants]
         summary = summarize(runs, order=order)
         done = runs[runs["status"] == DONE]
         speed = done.groupby("variant")["tokens_per_s"].median()
         # a run that diverged is "done" with a NaN perplexity, which mean_ci drops: count it visibly
         diverged = (~np.isfinite(done["val_ppl"].astype(float))).groupby(done["variant"]).sum()
-        summary.insert(0, "architecture", ARCHITECTURE_NAMES.get(exp.name, exp.name))
-        summary.insert(0, "mixer", exp.name)
+        summary.insert(0, "architecture", ARCHITECTURE_NAMES.get(mixer, mixer))
+        summary.insert(0, "mixer", mixer)
         summary["tokens_per_s_median"] = summary["variant"].map(speed)
         summary["n_diverged"] = summary["variant"].map(diverged).fillna(0).astype(int)
         for col in ("paper_wiki_ppl", "paper_rel_wiki_ppl_pct"):
-            summary[col] = [paper_columns(exp.name, v)[col] for v in summary["variant"]]
+            summary[col] = [paper_columns(mixer, v)[col] for v in summary["variant"]]
         summary["paper_note"] = paper_note()
         summaries.append(summary)
     runs = pd.concat(run_tables, ignore_index=True) if run_tables else pd.DataFrame()
     return runs, pd.concat(summaries, ignore_index=True)
 
 
-def compute(cfg: Config, figures_dir: Path, data=None, train: bool = True) -> tuple[list, pd.DataFrame]:
+def compute(cfg: Config, figures_dir: Path, data=None, train: bool = True):
     """Train the missing runs (unless train=False), then write both tables.
 
-    Returns (reports, summary); raises ArchitecturesFailed after writing if any run failed.
+    Returns (report or None, summary); raises interp.training.experiments.ExperimentFailed after writing
+    if any run failed.
     """
-    exps = experiments(cfg)
-    reports = run_all(exps, data=data) if train else []
-    runs, summary = tables(exps)
+    from interp.training.experiments import ExperimentFailed, run_experiment
+
+    exp = experiment(cfg)
+    report = run_experiment(exp, data=data) if train else None
+    runs, summary = tables(exp)
     write_table(runs, figures_dir, RUNS_TABLE, cfg, NAME)
     write_table(summary, figures_dir, TABLE, cfg, NAME)
-    if any(r.failed for r in reports):
-        raise ArchitecturesFailed(reports)
-    return reports, summary
+    if report is not None and report.failed:
+        raise ExperimentFailed(report)
+    return report, summary
 
 
 def render(figures_dir: Path) -> list[Path]:
@@ -298,61 +275,3 @@ def render(figures_dir: Path) -> list[Path]:
     runs = read_table(figures_dir, RUNS_TABLE, NAME)
     runs = runs[runs["status"] == "done"]
     return [save_figure(plot_architectures(summary, runs), Path(figures_dir) / FIGURE)]
-
-
-# ----------------------------------------------------------------------------------------------- CLI
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    """Flags of `interp ablate architectures`: the shared experiment flags plus --mixers."""
-    from interp.cli.sweep import add_experiment_arguments
-
-    add_experiment_arguments(p, seeds=2)
-    p.add_argument("--mixers", default=",".join(MIXERS),
-                   help=f"comma-separated token mixers to compare (default {','.join(MIXERS)})")
-    p.add_argument("--budget", choices=BUDGETS, default="cpu",
-                   help="cpu: the reduced CPU budget where the preset has one (CPU_BUDGETS, default); "
-                        "preset: the preset's own steps and n_ctx (on a GPU); runs go to architectures-<preset>-full")
-
-
-def config_from_args(args: argparse.Namespace, command: str) -> Config:
-    from interp.cli.sweep import config_from_args as shared_config
-
-    mixers = tuple(m.strip() for m in args.mixers.split(",") if m.strip())
-    return dataclasses.replace(shared_config(sys.modules[__name__], args, command), mixers=mixers,
-                               budget=args.budget)
-
-
-def run_cli(args: argparse.Namespace, command: str = "interp ablate architectures") -> int:
-    """Train (or skip/resume), tabulate, plot; exit status 0 done, 1 a run failed, 130 interrupted."""
-    from interp.cli.sweep import _print_dry_run
-    from interp.training.experiments import is_main_rank
-
-    cfg = config_from_args(args, command)
-    try:
-        exps = experiments(cfg)
-        if args.dry_run:
-            for exp in exps:
-                _print_dry_run(exp)
-            print(f"estimated training time at the measured CPU speeds: {estimate_minutes(cfg):.0f} min")
-            return 0
-    except ValueError as err:
-        raise SystemExit(f"{command}: {err} (set any TrainConfig field with --set FIELD=VALUE)") from err
-    if not is_main_rank():  # under torchrun: the other ranks only take part in the training
-        reports = run_all(exps, log=None) if not args.no_train else []
-        return max((r.exit_code for r in reports), default=0)
-    try:
-        reports, summary = compute(cfg, Path(args.figures_dir), train=not args.no_train)
-    except ArchitecturesFailed as failed:
-        reports, summary = failed.reports, read_table(Path(args.figures_dir), TABLE, NAME)
-    for r in reports:
-        if r.failed or r.interrupted:
-            print(r.summary())
-    cols = ["mixer", "variant", "n_seeds", "params", "val_ppl_mean", "rel_val_ppl_pct_mean",
-            "rel_val_ppl_pct_ci_low", "rel_val_ppl_pct_ci_high"]
-    if len(summary):
-        print(summary[cols].to_string(index=False, float_format=lambda x: f"{x:.2f}"))
-        for path in render(Path(args.figures_dir)):
-            print(f"[{command}] wrote {path}")
-    else:
-        print(f"[{command}] no finished runs yet: nothing to tabulate")
-    return max((r.exit_code for r in reports), default=0)

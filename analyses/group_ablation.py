@@ -5,7 +5,7 @@ uniform, wider-early (1.5/1.0/0.5 x d_ff over the early/middle/late thirds), wid
 (0.75/1.5/0.75) and wider-late (0.5/1.0/1.5), interp.schedules.PROFILES. Same preset, data, steps
 and seeds; only the widths differ. Per variant: mean validation loss and perplexity with a 95%
 Student-t CI over seeds, and the difference from uniform paired by seed with its t-CI
-(interp.training.experiments.summarize; t_{0.975,2} = 4.303 for 3 seeds, computed, no scipy).
+(interp.training.results.summarize; t_{0.975,2} = 4.303 for 3 seeds, computed, no scipy).
 
     interp ablate groups --preset tiny --seeds 3          # CPU: the numbers below
     torchrun --nproc_per_node=8 -m interp.cli.ablate groups --preset 440m --set grad_accum=1
@@ -35,14 +35,14 @@ The paper's 440M runs see ~10^4 x more tokens: compare the direction of the effe
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from analyses import read_table, write_table
-from interp._util.paths import REPO_ROOT
+from analyses import read_table, resolve_root, write_table
+from interp._util.config import option
 
 NAME = "group_ablation"
 HEAVY = True  # many training runs: `interp figures --recompute` re-renders unless named with --only
@@ -55,16 +55,28 @@ OUTPUTS = [TABLE, "group_ablation.meta.json", RUNS_TABLE, "group_ablation_runs.m
 PAPER_VAL_PPL = {"uniform": 16.28, "wider-early": 15.96, "wider-middle": 16.61, "wider-late": 17.29}
 
 
+# The options every multi-run training experiment has (`interp ablate groups`, `interp sweep`, and with
+# more fields `interp ablate architectures`); each is a flag of its command (interp._util.config).
+PRESET_HELP = "micro | tiny | 440m | 760m | 1.3b (interp/training/presets.py)"
+SEEDS_HELP = "train seeds 0..N-1 per variant"
+STEPS_HELP = "training steps per run (default: the preset's)"
+ROOT_HELP = "run root; runs go to ROOT/NAME/<variant>/seed<k>/ (relative: to the repo root)"
+NAME_HELP = "experiment directory under --root (default: <kind>-<preset>)"
+ONLY_HELP = "train only these variants (e.g. to split the runs over machines); see --dry-run for names"
+OVERRIDES_HELP = "TrainConfig fields shared by every run (--set FIELD=JSON)"
+
+
 @dataclass
 class Config:
-    preset: str = "tiny"
-    seeds: int = 3                   # seeds 0..seeds-1; the paired CI needs >= 2, the issue asks for >= 3
+    preset: str = option("tiny", PRESET_HELP)
+    # seeds 0..seeds-1; the paired CI needs >= 2, the issue asks for >= 3
+    seeds: int = option(3, SEEDS_HELP)
     # None = the preset's steps (tiny: 250 = 512k tokens per run, ~3.5 min on 2 quiet cores; see above).
-    steps: int | None = None
-    root: str = "runs"               # relative paths resolve against the repo root
-    name: str | None = None          # experiment directory; default "groups-<preset>"
-    only: tuple[str, ...] = ()       # subset of variant names (e.g. to split the runs over machines)
-    overrides: dict[str, Any] = field(default_factory=dict)  # TrainConfig fields shared by every run
+    steps: int | None = option(None, STEPS_HELP)
+    root: str = option("runs", ROOT_HELP)
+    name: str | None = option(None, NAME_HELP)  # default "groups-<preset>"
+    only: tuple[str, ...] = option((), ONLY_HELP, metavar="VARIANT[,VARIANT]")
+    overrides: dict[str, Any] = option(help=OVERRIDES_HELP, default_factory=dict, cli=False)
 
 
 def experiment(cfg: Config):
@@ -75,20 +87,12 @@ def experiment(cfg: Config):
 def build_experiment(cfg: Any, kind: str):
     """Experiment of variant set `kind` (interp.training.experiments.VARIANT_SETS) for a Config with preset, seeds,
     steps, root, name, only, overrides. Shared with schedule_sweep."""
-    from interp.training.experiments import VARIANT_SETS, Experiment
+    from interp.training.experiments import VARIANT_SETS, Experiment, select_variants
 
-    variants = VARIANT_SETS[kind]()
-    if cfg.only:
-        known = [v.name for v in variants]
-        unknown = sorted(set(cfg.only) - set(known))
-        if unknown:
-            raise ValueError(f"only={unknown}: unknown variant(s); choose from {', '.join(known)}")
-        variants = [v for v in variants if v.name in cfg.only]
-    root = Path(cfg.root)
+    variants = select_variants(VARIANT_SETS[kind](), cfg.only)
     overrides = dict(cfg.overrides, **({"steps": cfg.steps} if cfg.steps is not None else {}))
     return Experiment(name=cfg.name or f"{kind}-{cfg.preset}", preset=cfg.preset, variants=variants,
-                      seeds=list(range(cfg.seeds)), root=root if root.is_absolute() else REPO_ROOT / root,
-                      overrides=overrides)
+                      seeds=list(range(cfg.seeds)), root=resolve_root(cfg.root), overrides=overrides)
 
 
 def with_paper(summary: pd.DataFrame, paper: dict[str, float]) -> pd.DataFrame:
@@ -105,12 +109,8 @@ def compute_tables(exp, cfg: Any, figures_dir: Path, name: str, table: str, runs
 
     Returns (report or None, summary). Raises ExperimentFailed after writing if any run failed.
     """
-    from interp.training.experiments import (
-        ExperimentFailed,
-        experiment_runs,
-        run_experiment,
-        summarize,
-    )
+    from interp.training.experiments import ExperimentFailed, run_experiment
+    from interp.training.results import experiment_runs, summarize
 
     report = run_experiment(exp, data=data) if train else None
     runs = experiment_runs(exp)
@@ -122,10 +122,11 @@ def compute_tables(exp, cfg: Any, figures_dir: Path, name: str, table: str, runs
     return report, summary
 
 
-def compute(cfg: Config, figures_dir: Path, data=None):
-    """Train the missing runs, then write both tables; ExperimentFailed (after writing) if a run failed."""
+def compute(cfg: Config, figures_dir: Path, data=None, train: bool = True):
+    """Train the missing runs (unless train=False), then write both tables; returns (report or None, summary).
+    ExperimentFailed (after writing) if a run failed."""
     exp = experiment(cfg)
-    return compute_tables(exp, cfg, figures_dir, NAME, TABLE, RUNS_TABLE, PAPER_VAL_PPL, data=data)
+    return compute_tables(exp, cfg, figures_dir, NAME, TABLE, RUNS_TABLE, PAPER_VAL_PPL, train=train, data=data)
 
 
 def render(figures_dir: Path) -> list[Path]:

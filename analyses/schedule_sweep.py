@@ -25,12 +25,23 @@ per run when written); with 6 layers the steepest tapers run from 1792 to 256 (1
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from analyses import read_table
-from analyses.group_ablation import build_experiment, compute_tables
+from analyses.group_ablation import (
+    NAME_HELP,
+    ONLY_HELP,
+    OVERRIDES_HELP,
+    PRESET_HELP,
+    ROOT_HELP,
+    SEEDS_HELP,
+    STEPS_HELP,
+    build_experiment,
+    compute_tables,
+)
+from interp._util.config import option
 
 NAME = "schedule_sweep"
 HEAVY = True  # many training runs: `interp figures --recompute` re-renders unless named with --only
@@ -62,13 +73,13 @@ def paper_val_ppl() -> dict[str, float]:
 
 @dataclass
 class Config:
-    preset: str = "tiny"
-    seeds: int = 1
-    steps: int | None = None         # None = the preset's steps (tiny: 250 = 512k tokens per run)
-    root: str = "runs"               # relative paths resolve against the repo root
-    name: str | None = None          # experiment directory; default "sweep-<preset>"
-    only: tuple[str, ...] = ()       # subset of variant names
-    overrides: dict[str, Any] = field(default_factory=dict)
+    preset: str = option("tiny", PRESET_HELP)
+    seeds: int = option(1, SEEDS_HELP)
+    steps: int | None = option(None, STEPS_HELP)  # None = the preset's steps (tiny: 250 = 512k tokens per run)
+    root: str = option("runs", ROOT_HELP)
+    name: str | None = option(None, NAME_HELP)  # default "sweep-<preset>"
+    only: tuple[str, ...] = option((), ONLY_HELP, metavar="VARIANT[,VARIANT]")
+    overrides: dict[str, Any] = option(help=OVERRIDES_HELP, default_factory=dict, cli=False)
 
 
 PAPER_VAL_PPL = paper_val_ppl()
@@ -79,9 +90,11 @@ def experiment(cfg: Config):
     return build_experiment(cfg, "sweep")
 
 
-def compute(cfg: Config, figures_dir: Path, data=None):
-    """Train the missing runs, then write both tables; ExperimentFailed (after writing) if a run failed."""
-    return compute_tables(experiment(cfg), cfg, figures_dir, NAME, TABLE, RUNS_TABLE, PAPER_VAL_PPL, data=data)
+def compute(cfg: Config, figures_dir: Path, data=None, train: bool = True):
+    """Train the missing runs (unless train=False), then write both tables; returns (report or None, summary).
+    ExperimentFailed (after writing) if a run failed."""
+    return compute_tables(experiment(cfg), cfg, figures_dir, NAME, TABLE, RUNS_TABLE, PAPER_VAL_PPL, train=train,
+                          data=data)
 
 
 def render(figures_dir: Path) -> list[Path]:

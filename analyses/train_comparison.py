@@ -9,15 +9,15 @@ Runs live under runs/figures/ (git-ignored) and are reused: a finished run is a 
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from analyses import read_table, recompute_command, write_table
-from interp._util.paths import CONFIG_FILE, LOG_FILE, REPO_ROOT, RESULT_FILE
+from analyses import read_table, recompute_command, resolve_root, write_table
+from interp._util.io import read_json
+from interp._util.paths import CONFIG_FILE, LOG_FILE, RESULT_FILE
 
 NAME = "train_comparison"
 TABLE = "train_comparison.csv"
@@ -45,15 +45,12 @@ class Config:
         default_factory=lambda: {"ckpt_interval": 20, "keep_step_checkpoints": True})
 
 
-def _slug(text: str) -> str:
-    return re.sub(r"[^a-z0-9.]+", "-", text.lower()).strip("-")
-
-
 def run_dirs(cfg: Config) -> list[Path]:
     """Where each variant's run lives; the name encodes everything that changes its result."""
-    root = Path(cfg.out_root)
-    root = root if root.is_absolute() else REPO_ROOT / root
-    return [root / _slug(f"{cfg.preset}-{s}-{a}-{b}-seed{cfg.seed}-steps{cfg.steps}") for s, a, b in cfg.variants]
+    from interp.training.experiments import slug
+
+    root = resolve_root(cfg.out_root)
+    return [root / slug(f"{cfg.preset}-{s}-{a}-{b}-seed{cfg.seed}-steps{cfg.steps}") for s, a, b in cfg.variants]
 
 
 def train_configs(cfg: Config) -> list:
@@ -84,10 +81,10 @@ def train_runs(cfg: Config) -> list[Path]:
     return run_dirs(cfg)
 
 
-def _read_json(path: Path) -> dict:
+def _read_run_file(path: Path) -> dict:
     if not path.is_file():
         raise FileNotFoundError(f"{path} not found: is {path.parent} a finished training run?")
-    return json.loads(path.read_text())
+    return read_json(path)
 
 
 def read_run(run_dir: Path) -> pd.DataFrame:
@@ -96,8 +93,8 @@ def read_run(run_dir: Path) -> pd.DataFrame:
     Rows: every `train` and `eval` log line, plus one `result` row with the final numbers.
     """
     run_dir = Path(run_dir)
-    result = _read_json(run_dir / RESULT_FILE)
-    config = _read_json(run_dir / CONFIG_FILE)
+    result = _read_run_file(run_dir / RESULT_FILE)
+    config = _read_run_file(run_dir / CONFIG_FILE)
     log_path = run_dir / LOG_FILE
     if not log_path.is_file():
         raise FileNotFoundError(f"{log_path} not found: is {run_dir} a training run?")

@@ -44,7 +44,7 @@ from benchmarks.common import (
 )
 from interp.data import TokenData
 from interp.model import param_counts
-from interp.training import TrainConfig
+from interp.training import TORCH_DTYPE_NAMES, TrainConfig
 
 NAME = "bench_mixers"
 TITLE = "Training throughput per token mixer, tapered vs uniform (bench_mixers)"
@@ -68,7 +68,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--preset", help="model shape (default: tiny; micro with --quick)")
     p.add_argument("--batch-size", type=int, help="sequences per step (default: the preset's)")
     p.add_argument("--device", default="cpu", help="cpu (default) or cuda")
-    p.add_argument("--dtype", choices=("fp32", "bf16"), default="fp32", help="fp32 (default) or bf16 autocast")
+    p.add_argument("--dtype", choices=tuple(TORCH_DTYPE_NAMES), default="fp32", help="fp32 (default) or bf16 autocast")
 
 
 def mixer_configs(base: TrainConfig, mixer: str) -> dict[str, TrainConfig]:
@@ -77,10 +77,10 @@ def mixer_configs(base: TrainConfig, mixer: str) -> dict[str, TrainConfig]:
 
 
 def bench_mixer(report: Report, base: TrainConfig, data: TokenData, mixer: str, blocks: int, k: int,
-                device: str = "cpu", bf16: bool = False) -> dict:
+                device: str = "cpu") -> dict:
     """Interleaved tokens/s of one mixer's two models on the same batches; one table row."""
     configs = mixer_configs(base, mixer)
-    runners = {label: BareTrainer(cfg, data.vocab_size, bf16=bf16, device=device) for label, cfg in configs.items()}
+    runners = {label: BareTrainer(cfg, data.vocab_size, device=device) for label, cfg in configs.items()}
     gen = torch.Generator().manual_seed(base.seed + 1)
     # one list of k batches per block (the warm-up block has its own), shared by both models
     batches = [[data.sample_batch("train", base.batch_size, base.n_ctx, gen) for _ in range(k)]
@@ -133,7 +133,7 @@ def main(argv: Sequence[str] | None = None, command: str | None = None) -> str:
     rows = []
     for mixer in mixers:
         print(f"[{name}] {mixer} ...", file=sys.stderr, flush=True)
-        rows.append(bench_mixer(report, base, data, mixer, blocks, block_steps, args.device, args.dtype == "bf16"))
+        rows.append(bench_mixer(report, base, data, mixer, blocks, block_steps, args.device))
     report.table(rows)
     report.note(f"Shape: preset `{preset}` (d_model {base.d_model}, {base.n_layers} layers, "
                 f"{base.n_heads} heads, "

@@ -4,8 +4,8 @@
       alternate between the two models on the same batches; the issue wants tokens/s within 0.95-1.05.
   (b) interp.training.Trainer vs a bare loop (model, AdamW, clip, the same batch sampling; no logging,
       eval or checkpoints) on the same config. Method: ONE Trainer.run in which every Trainer step is
-      paired with a bare-loop step (a Trainer subclass runs it before or after its own step,
-      alternating), so both share the load second by second. The Trainer's time per log interval is
+      paired with a bare-loop step (a Trainer subclass wraps the public Trainer.train_step and runs the
+      bare step before or after it, alternating), so both share the load second by second. The Trainer's time per log interval is
       its own logged interval (log.jsonl: tokens / tokens_per_s, so logging and loop overhead count)
       minus the bare steps inside it; eval and checkpoint run only after the last log record; the
       first interval (warm-up) is dropped. Requirement: Trainer / bare >= 0.95.
@@ -14,14 +14,14 @@
   (d) matmul peak of this machine (square n x n matmuls, fp32 and bf16) and the MFU of the training
       runs of (b) and (c): training_flops_per_token * tokens/s / peak.
 
-The training step replicates Trainer._train_step/_loss_sum (autocast forward only, loss in fp32,
-grad clip, AdamW from interp.training.make_optimizer, lr from interp.training.lr_at).
+The bare loop's step IS the Trainer's: interp.training.train_step (autocast forward only, loss in fp32,
+grad clip, AdamW from interp.training.make_optimizer, lr from interp.training.lr_at), so (b) measures
+only what the Trainer adds around it.
 `--quick` uses the `micro` preset shape and synthetic tokens (no corpus or tokenizer needed).
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import sys
 import tempfile
@@ -34,7 +34,6 @@ if __package__ in (None, ""):  # run as a file: make `benchmarks` and `interp` i
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from benchmarks.common import (
     Report,
@@ -49,7 +48,16 @@ from benchmarks.common import (
 from interp._util.paths import LOG_FILE
 from interp.data import TokenData, prepare_tokens
 from interp.model import TaperedLM, param_counts, training_flops_per_token
-from interp.training import TrainConfig, Trainer, lr_at, make_optimizer
+from interp.training import (
+    TORCH_DTYPE_NAMES,
+    TrainConfig,
+    Trainer,
+    compute_dtype,
+    lm_loss_sum,
+    lr_at,
+    make_optimizer,
+    train_step,
+)
 
 NAME = "bench_train"
 TITLE = "Training throughput (bench_train)"
@@ -79,50 +87,35 @@ def base_config(preset: str, threads: int) -> TrainConfig:
 
 
 class BareTrainer:
-    """The minimal loop's state: one model, its AdamW, and a step that matches Trainer._train_step."""
+    """The minimal loop's state: one model and its AdamW, stepped by interp.training.train_step (the Trainer's
+    own step) in the precision of cfg.dtype ("fp32" | "bf16" | "auto", as TrainConfig.dtype)."""
 
-    def __init__(self, cfg: TrainConfig, vocab_size: int, bf16: bool = False, device: str | torch.device = "cpu"):
+    def __init__(self, cfg: TrainConfig, vocab_size: int, device: str | torch.device = "cpu"):
         torch.manual_seed(cfg.seed)  # same init as the Trainer (it seeds before building the model)
         self.cfg = cfg
         self.device = torch.device(device)
+        self.dtype = compute_dtype(cfg.dtype, self.device)
         self.model = TaperedLM(cfg.model_config(vocab_size)).to(self.device)
         self.optimizer = make_optimizer(self.model, cfg)
-        self.bf16 = bf16
-
-    def _autocast(self):
-        return torch.autocast(self.device.type, dtype=torch.bfloat16) if self.bf16 else contextlib.nullcontext()
-
-    def _loss(self, batch: torch.Tensor) -> torch.Tensor:
-        batch = batch.to(self.device, non_blocking=True)
-        with self._autocast():
-            logits = self.model(batch[:, :-1])  # [batch, n_ctx, vocab]
-        return F.cross_entropy(logits.flatten(0, 1).float(), batch[:, 1:].flatten())
 
     def step(self, batch: torch.Tensor, step: int) -> float:
         """One optimizer step on [batch, n_ctx + 1] tokens; returns the loss (forces the step to finish)."""
-        for group in self.optimizer.param_groups:
-            group["lr"] = lr_at(step, self.cfg)
-        loss = self._loss(batch)
-        loss.backward()
-        if self.cfg.grad_clip > 0:
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip)
-        self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
+        loss, _ = train_step(self.model, self.optimizer, [batch], lr_at(step, self.cfg), self.cfg.grad_clip,
+                             self.dtype)
         return loss.item()
 
     @torch.no_grad()
-    def val_loss(self, data: TokenData, n_batches: int, bf16: bool | None = None) -> float:
-        """Mean next-token loss over the fixed first validation windows (as Trainer.evaluate)."""
-        bf16, self.bf16 = self.bf16, self.bf16 if bf16 is None else bf16
+    def val_loss(self, data: TokenData, n_batches: int, dtype: torch.dtype | None = None) -> float:
+        """Mean next-token loss over the fixed first validation windows (as Trainer.evaluate), in this
+        runner's precision or `dtype`."""
         self.model.eval()
         total, count = 0.0, 0
         try:
             for batch in data.eval_batches(self.cfg.batch_size, self.cfg.n_ctx, n_batches):
-                total += self._loss(batch).item() * batch[:, 1:].numel()
+                total += lm_loss_sum(self.model, batch, dtype or self.dtype).item()
                 count += batch[:, 1:].numel()
         finally:
             self.model.train()
-            self.bf16 = bf16
         return total / count
 
 
@@ -177,8 +170,9 @@ class _PairedTrainer(Trainer):
     """A Trainer whose every step is paired with one bare-loop step, so both run under the same load.
 
     Which of the two goes first alternates with the step. The bare step's seconds (batch sampling
-    included, as in the Trainer's step) are recorded per step; `bench_trainer` subtracts them from the
-    Trainer's own logged intervals. Relies on Trainer._train_step(step) being called once per step.
+    included, as the Trainer's loop samples before each step) are recorded per step; `bench_trainer`
+    subtracts them from the Trainer's own logged intervals. Wraps the public Trainer.train_step, which
+    the loop calls once per step.
     """
 
     def __init__(self, cfg: TrainConfig, data: TokenData, bare: BareTrainer):
@@ -192,10 +186,10 @@ class _PairedTrainer(Trainer):
         self.bare.step(batch, step)
         self.bare_seconds[step] = time.perf_counter() - start
 
-    def _train_step(self, step: int):
+    def train_step(self, batch: torch.Tensor, step: int):
         if step % 2 == 0:
             self._bare_step(step)
-        out = super()._train_step(step)
+        out = super().train_step(batch, step)
         if step % 2 == 1:
             self._bare_step(step)
         return out
@@ -212,7 +206,7 @@ def bench_trainer(report: Report, base: TrainConfig, data: TokenData, size: dict
         records = [json.loads(line) for line in (Path(tmp) / LOG_FILE).read_text().splitlines()]
     if len(trainer.bare_seconds) != steps:
         raise RuntimeError(f"bench_train: {len(trainer.bare_seconds)} bare steps ran for {steps} Trainer steps; "
-                           "Trainer._train_step is no longer called once per step: update _PairedTrainer")
+                           "Trainer.train_step is no longer called once per step: update _PairedTrainer")
     interval_tokens = log * tokens_per_step(cfg)
     tps: dict[str, list[float]] = {"bare": [], "trainer": []}
     for record in [r for r in records if r["kind"] == "train"][1:]:  # the first interval is warm-up
@@ -239,7 +233,8 @@ def bench_trainer(report: Report, base: TrainConfig, data: TokenData, size: dict
 def matmul_peak(sizes: Sequence[int], reps: int) -> dict[tuple[str, int], Spread]:
     """GFLOP/s (2 n^3 per matmul) of square matmuls, all (dtype, n) variants interleaved."""
     variants, ops = {}, {}
-    for dtype_name, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16)):
+    for dtype_name, torch_name in TORCH_DTYPE_NAMES.items():
+        dtype = getattr(torch, torch_name)
         for n in sizes:
             a, b = torch.randn(n, n).to(dtype), torch.randn(n, n).to(dtype)
             out = torch.empty(n, n, dtype=dtype)
@@ -275,7 +270,7 @@ def bench_bf16(report: Report, base: TrainConfig, data: TokenData, size: dict) -
     report.section("(c) bf16 autocast vs fp32 on the CPU")
     steps, k = size["dtype_steps"], size["dtype_block"]
     cfg = base.with_overrides(steps=steps, warmup_steps=min(base.warmup_steps, steps // 4))
-    runners = {"fp32": BareTrainer(cfg, data.vocab_size), "bf16": BareTrainer(cfg, data.vocab_size, bf16=True)}
+    runners = {name: BareTrainer(cfg.with_overrides(dtype=name), data.vocab_size) for name in ("fp32", "bf16")}
     gen = torch.Generator().manual_seed(cfg.seed + 1)
     n_blocks = steps // k
     batches = [[data.sample_batch("train", cfg.batch_size, cfg.n_ctx, gen) for _ in range(k)] for _ in range(n_blocks)]
@@ -295,7 +290,7 @@ def bench_bf16(report: Report, base: TrainConfig, data: TokenData, size: dict) -
     tps = {name: [k * tokens_per_step(cfg) / t for t in ts[1:] or ts] for name, ts in times.items()}
     speedup = Spread.of(paired_ratios(tps["bf16"], tps["fp32"]))
     val = {name: r.val_loss(data, size["eval_batches"]) for name, r in runners.items()}
-    val_fp32_eval = runners["bf16"].val_loss(data, size["eval_batches"], bf16=False)
+    val_fp32_eval = runners["bf16"].val_loss(data, size["eval_batches"], dtype=torch.float32)
     rel = (val["bf16"] - val["fp32"]) / val["fp32"]
     report.table([{"dtype": name, "tokens/s": Spread.of(tps[name]).fmt(",.0f"),
                    "final train loss (mean of last block)": float(np.mean(losses[name][-k:])),

@@ -7,7 +7,6 @@ computation (edited weight copies, activations recomputed from the weights by ha
 
 from __future__ import annotations
 
-import argparse
 import copy
 import math
 
@@ -266,14 +265,18 @@ def test_plot_and_analysis_render(tiny_table, tmp_path):
 def test_config_from_args():
     from analyses import pretrained_ablation as pa
 
-    parser = argparse.ArgumentParser()
-    pa.Config.add_arguments(parser)
-    cfg = pa.Config.from_args(parser.parse_args(["--fractions", "0.2,0.4", "--seeds", "7", "--skip-layers", "none",
-                                                 "--groups", "late", "--dtype", "bfloat16"]))
+    from interp.cli import build_parser
+    from interp.cli.ablate import pretrained_config
+
+    def parse(*argv: str):
+        return pretrained_config(build_parser().parse_args(["ablate", "pretrained", *argv]))
+
+    cfg = parse("--fractions", "0.2,0.4", "--seeds", "7", "--skip-layers", "none", "--groups", "late",
+                "--dtype", "bfloat16")
     assert cfg.fractions == (0.2, 0.4) and cfg.seeds == (7,) and cfg.skip_layers == () and cfg.groups == ("late",)
-    assert pa.Config.from_args(parser.parse_args([])) == pa.Config()
+    assert parse() == pa.Config()
     with pytest.raises(SystemExit):
-        parser.parse_args(["--groups", "top"])
+        parse("--groups", "top")
 
 
 # ------------------------------------------------------------------------------------------ real model

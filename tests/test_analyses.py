@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import json
 import math
@@ -248,3 +249,28 @@ def test_only_and_list(tmp_path, fake_registry, capsys):
     assert "fake_ok: fake_ok.csv, fake_ok.png" in out and "fake_broken:" in out
     assert main(["figures", "--only", "nope"]) == 2
     assert "nope" in capsys.readouterr().err
+
+
+def _imported_modules(path: Path) -> set[str]:
+    """Every module a file imports, at any depth (function-level imports included)."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.add(node.module)
+            names |= {f"{node.module}.{alias.name}" for alias in node.names}
+    return names
+
+
+def test_layering_analyses_never_import_the_cli_and_only_the_cli_imports_analyses():
+    """analyses/ = config + compute + render; interp/cli/ is the one layer above it."""
+    root = Path(analyses.__file__).resolve().parent.parent
+    for path in sorted((root / "analyses").glob("*.py")):
+        cli = sorted(m for m in _imported_modules(path) if m == "interp.cli" or m.startswith("interp.cli."))
+        assert not cli, f"{path.name} imports {cli}: command-line code belongs in interp/cli/"
+    for path in sorted((root / "interp").rglob("*.py")):
+        if "cli" in path.relative_to(root / "interp").parts:
+            continue
+        up = sorted(m for m in _imported_modules(path) if m == "analyses" or m.startswith("analyses."))
+        assert not up, f"{path.relative_to(root)} imports {up}: only interp/cli/ may import analyses"

@@ -22,23 +22,19 @@ from interp.cli import build_parser, main
 from interp.cli.sweep import config_from_args
 from interp.model import param_counts
 from interp.schedules import WidthSpec
+from interp.stats import mean_ci, t_cdf, t_quantile
 from interp.training import TrainConfig, Trainer
 from interp.training.experiments import (
-    ERROR_FILE,
-    RUN_COLUMNS,
     Experiment,
+    Variant,
     check_equal_params,
-    collect,
-    experiment_runs,
+    describe,
     group_variants,
-    mean_ci,
     run_experiment,
-    summarize,
     sweep_variants,
-    t_cdf,
-    t_quantile,
     variant,
 )
+from interp.training.results import ERROR_FILE, RUN_COLUMNS, collect, experiment_runs, summarize
 from interp.training.presets import PRESETS
 from tests.corpus import private_cache, write_corpus
 
@@ -115,6 +111,51 @@ def test_experiment_layout_order_and_bad_input(tmp_path):
     assert coarse[9][2].width.label == sweep_variants()[9].label  # still its own variant
     with pytest.raises(ValueError, match="unique"):
         Experiment("e", "micro", group_variants(), [0, 0])
+
+
+def test_a_variant_is_a_name_plus_any_overrides(tmp_path):
+    """Variants may set any TrainConfig field (here lr, or mixer + width under nested names); the experiment
+    may not share a field a variant sets, and equal parameters are checked within `equal_params_within`."""
+    lr = [Variant("lr-1e-2", {"lr": 1e-2}), Variant("lr-3e-3", {"lr": 3e-3, "min_lr": 3e-4})]
+    exp = Experiment("lr", "micro", lr, [0], root=tmp_path, overrides={"steps": 5, "warmup_steps": 1})
+    cfgs = {v.name: cfg for v, _, cfg in exp.configs()}
+    assert (cfgs["lr-1e-2"].lr, cfgs["lr-3e-3"].lr, cfgs["lr-3e-3"].min_lr) == (1e-2, 3e-3, 3e-4)
+    assert cfgs["lr-1e-2"].width == WidthSpec() and lr[0].label == "lr-1e-2"  # no width: the preset's uniform
+    with pytest.raises(ValueError, match="may not set \\['lr'\\]"):
+        Experiment("lr", "micro", lr, [0], overrides={"lr": 1.0})
+    arms = [variant(w, mixer=m) for m in ("attention", "gated_attention") for w in (WidthSpec(), WidthSpec("cosine", 1.5, 0.5))]
+    arms = [Variant(f"{v.overrides['mixer']}/{v.name}", v.overrides) for v in arms]
+    mixed = Experiment("arms", "micro", arms, [0, 1], root=tmp_path, overrides={"multiple": 8})
+    with pytest.raises(ValueError, match="differ in parameter count"):  # attention vs gated attention
+        check_equal_params(cfg for _, _, cfg in mixed.configs())
+    mixed.equal_params_within = ("mixer",)
+    runs = mixed.configs()
+    assert [(v.name, s) for v, s, _ in runs][:4] == [("attention/uniform", 0), ("attention/cosine-1.5-0.5", 0),
+                                                     ("gated_attention/uniform", 0),
+                                                     ("gated_attention/cosine-1.5-0.5", 0)]
+    assert runs[3][2].out_dir == str(tmp_path / "arms" / "gated_attention" / "cosine-1.5-0.5" / "seed0")
+    assert runs[3][2].mixer == "gated_attention" and runs[3][2].width == WidthSpec("cosine", 1.5, 0.5, multiple=8)
+    assert check_equal_params((cfg for _, _, cfg in runs), ("mixer",)) is None  # two groups, two counts
+    plan = describe(mixed)
+    assert "arms: 8 runs (4 variants x 2 seeds)" in plan and "params each" not in plan and plan.count("to train") == 8
+    with pytest.raises(ValueError, match="relative directory names"):
+        Experiment("bad", "micro", [Variant("../up", {})], [0])
+    with pytest.raises(ValueError, match="relative directory names"):
+        Experiment("bad", "micro", [Variant("a/seed3", {})], [0])
+
+
+def test_nested_variants_train_collect_and_tabulate(corpus, tmp_path):
+    folder, data = corpus
+    arms = [Variant(f"{m}/{v.name}", {**v.overrides, "mixer": m})
+            for m in ("attention", "gated_attention") for v in (variant(WidthSpec()), variant(WidthSpec("cosine", 1.5, 0.5)))]
+    exp = Experiment("arms", "micro", arms, [0], root=tmp_path, overrides=micro_overrides(folder),
+                     equal_params_within=("mixer",))
+    report = run_experiment(exp, data=data, log=None)
+    assert [r.status for r in report.runs] == ["done"] * 4 and report.params is None and "params each" not in report.summary()
+    runs = experiment_runs(exp)
+    assert list(runs["variant"]) == [v.name for v in arms] and set(runs["experiment"]) == {"arms"}
+    assert runs.groupby(runs["variant"].str.split("/").str[0])["params"].nunique().eq(1).all()
+    assert runs["params"].nunique() == 2
 
 
 # ------------------------------------------------------------------------------------------ running

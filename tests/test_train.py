@@ -142,6 +142,28 @@ def test_cli_parses_into_config():
         config_from_args(build_parser().parse_args(["train", "--start", "1.5", "--out", "r"]))
 
 
+def test_cli_flags_are_generated_from_train_config():
+    """Every option field of TrainConfig is a flag of `interp train`; flags not given keep the preset's value."""
+    from interp._util.config import cli_fields, flag_name
+
+    parser = build_parser()
+    train_parser = parser._subparsers._group_actions[0].choices["train"]
+    flags = {s for a in train_parser._actions for s in a.option_strings}
+    assert {flag_name(f) for f in cli_fields(TrainConfig)} <= flags
+    assert {"--preset", "--out", "--schedule", "--start", "--end", "--profile", "--multiple", "--set"} <= flags
+    args = parser.parse_args(["train", "--preset", "micro", "--out", "r", "--warmup-steps", "3", "--no-progress",
+                              "--betas", "0.8,0.9", "--keep-step-checkpoints", "--d-model", "48"])
+    cfg = config_from_args(args)
+    assert (cfg.warmup_steps, cfg.progress, cfg.betas, cfg.keep_step_checkpoints, cfg.d_model) == (
+        3, False, (0.8, 0.9), True, 48)
+    preset = TrainConfig.from_preset("micro")
+    assert (cfg.steps, cfg.lr, cfg.n_ctx) == (preset.steps, preset.lr, preset.n_ctx)  # the preset's
+    with pytest.raises(SystemExit):
+        parser.parse_args(["train", "--preset", "micro"])  # --out is required
+    with pytest.raises(SystemExit, match="unknown fields"):
+        config_from_args(parser.parse_args(["train", "--out", "r", "--set", "learning_rate=1"]))
+
+
 # ------------------------------------------------------------------------------------------ training
 
 def test_loss_goes_down_and_run_dir_is_complete(env, tmp_path):

@@ -129,3 +129,18 @@ def parse_set_overrides(items: Iterable[str], where: str) -> dict[str, Any]:
         except json.JSONDecodeError:
             overrides[key] = value
     return overrides
+
+
+def comma_list(item_type: Callable[[str], Any] = str, choices: Iterable[Any] | None = None
+               ) -> Callable[[str], tuple]:
+    """`parse=` for a comma-separated list option: "a,b" -> ("a", "b"), each item converted by `item_type`
+    and, with `choices`, checked against them (argparse reports the bad items)."""
+    allowed = tuple(choices) if choices is not None else None
+
+    def parse(text: str) -> tuple:
+        items = tuple(item_type(p.strip()) for p in text.split(",") if p.strip())
+        bad = [i for i in items if allowed is not None and i not in allowed]
+        if bad:
+            raise argparse.ArgumentTypeError(f"{bad} not in {allowed}")
+        return items
+    return parse

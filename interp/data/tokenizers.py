@@ -1,37 +1,32 @@
-"""Tokenizers: byte-level BPE trained locally (cached), or read from a local HF folder / GGUF file."""
+"""Tokenizers: byte-level BPE trained locally on a corpus's train split (cached), or read from a local HF
+folder, a tokenizer.json or a GGUF file; all behind one TextTokenizer interface. No network."""
 
 from __future__ import annotations
 
-import hashlib
 import importlib.metadata
 import importlib.util
 import json
 import os
-import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
 
 import tokenizers
 
-from interp._util.io import file_fingerprint, file_lock, write_text_atomic
+from interp._util.io import file_fingerprint, file_lock, read_json, text_sha256, write_text_atomic
 from interp._util.paths import cache_dir
 from interp._util.provenance import package_versions
+from interp.data.corpora import documents_hash, load_split, looks_like_path, source_label
 
+EOS_TOKEN = "<|endoftext|>"  # the document separator of a trained BPE (id 0)
+TOKENIZER_FILE = "tokenizer.json"
+TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
+SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+BPE_TRAINER = {  # everything that shapes a trained BPE besides data and vocab size: part of its cache key
+    "model": "BPE", "pre_tokenizer": "ByteLevel(add_prefix_space=False)", "decoder": "ByteLevel",
+    "initial_alphabet": "ByteLevel.alphabet()", "min_frequency": 2, "special_tokens": [EOS_TOKEN],
+}
 
-from interp.data.corpora import (
-    BPE_TRAINER,
-    CORPORA,
-    EOS_TOKEN,
-    SMOLLM2_GGUF,
-    TOKENIZER_CONFIG_FILE,
-    TOKENIZER_FILE,
-    _looks_like_path,
-    _split_docs,
-    documents_hash,
-)
-
-# ----------------------------------------------------------------------------- tokenizers
 
 @dataclass(frozen=True, eq=False)
 class TextTokenizer:
@@ -84,30 +79,25 @@ def get_tokenizer(name: str | TextTokenizer = "bpe", vocab_size: int = 8192, sou
         return _wrap_file(path, path.parent.name or path.stem)
     if path.is_dir():
         return _hf_dir_tokenizer(path)
-    if _looks_like_path(name):
+    if looks_like_path(name):
         raise FileNotFoundError(f"tokenizer {name!r}: no such file or folder")
     raise ValueError(f"unknown tokenizer {name!r}: use 'bpe', 'smollm2', a local HF tokenizer folder, "
                      "a tokenizer.json file or a .gguf file")
 
 
-def _source_label(source: str) -> str:
-    """Short file-name-safe label of a source for cache folder and tokenizer names."""
-    label = source if source in CORPORA else Path(source).expanduser().resolve().name
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", label) or "source"
-
-
-def _hash_json(obj: object) -> str:
-    return hashlib.sha256(json.dumps(obj, sort_keys=True).encode("utf-8")).hexdigest()
+def json_sha256(obj: object) -> str:
+    """sha256 (64 hex) of an object's canonical JSON: the cache keys of tokenizers and token files."""
+    return text_sha256(json.dumps(obj, sort_keys=True))
 
 
 def _bpe_tokenizer(source: str, vocab_size: int, val_fraction: float) -> TextTokenizer:
     if vocab_size < 257:
         raise ValueError(f"vocab_size={vocab_size}: a byte-level BPE needs at least 257 (256 bytes + {EOS_TOKEN})")
-    train = _split_docs(source, "train", val_fraction)
+    train = load_split(source, "train", val_fraction)
     if not train:
         raise ValueError(f"source {source!r} has no training documents at val_fraction={val_fraction}")
     settings = {**BPE_TRAINER, "vocab_size": vocab_size}
-    key = _hash_json({"train_documents": documents_hash(train), "trainer": settings})
+    key = json_sha256({"train_documents": documents_hash(train), "trainer": settings})
     folder = cache_dir("tokenizers", f"bpe{vocab_size}-{key[:16]}")
     path = folder / TOKENIZER_FILE
     with file_lock(folder / ".lock"):
@@ -115,9 +105,9 @@ def _bpe_tokenizer(source: str, vocab_size: int, val_fraction: float) -> TextTok
             backend = train_bpe([d.text for d in train], vocab_size)
             write_text_atomic(folder / "meta.json", json.dumps({
                 "source": source, "train_documents_hash": documents_hash(train), "n_documents": len(train),
-                "val_fraction": val_fraction, "trainer": settings, "created_with": _versions()}, indent=2))
+                "val_fraction": val_fraction, "trainer": settings, "created_with": created_with()}, indent=2))
             write_text_atomic(path, backend.to_str())  # written last: its presence marks a complete entry
-    return _wrap_file(path, f"bpe{vocab_size}-{_source_label(source)}")
+    return _wrap_file(path, f"bpe{vocab_size}-{source_label(source)}")
 
 
 def train_bpe(texts: Sequence[str], vocab_size: int) -> tokenizers.Tokenizer:
@@ -164,8 +154,7 @@ def _gguf_tokenizer(gguf: Path, name: str) -> TextTokenizer:
 
 def _hf_dir_tokenizer(folder: Path, name: str | None = None) -> TextTokenizer:
     """A HF tokenizer folder; with tokenizer.json it is read directly (no transformers import)."""
-    config_path = folder / TOKENIZER_CONFIG_FILE
-    config = json.loads(config_path.read_text(encoding="utf-8")) if config_path.exists() else {}
+    config = read_json(folder / TOKENIZER_CONFIG_FILE, missing_ok=True) or {}
     if (folder / TOKENIZER_FILE).exists():
         return _wrap_file(folder / TOKENIZER_FILE, name or folder.name, config)
     from transformers import (
@@ -185,7 +174,7 @@ def _wrap_file(path: Path, name: str, config: dict | None = None) -> TextTokeniz
 
 
 def _wrap(backend: tokenizers.Tokenizer, name: str, config: dict, where: str, path: Path | None) -> TextTokenizer:
-    digest = hashlib.sha256(backend.to_str().encode("utf-8")).hexdigest()[:16]
+    digest = text_sha256(backend.to_str())[:16]
     return TextTokenizer(backend, name, _separator_id(backend, config, where), digest, path)
 
 
@@ -200,8 +189,6 @@ def _separator_id(backend: tokenizers.Tokenizer, config: dict, where: str) -> in
                      f"{TOKENIZER_CONFIG_FILE}: documents need a separator token; add one")
 
 
-
-# ----------------------------------------------------------------------------- small helpers
-
-def _versions() -> dict[str, str]:
+def created_with() -> dict[str, str]:
+    """Package versions stored beside every tokenizer and token file this package writes."""
     return {**package_versions(), "tokenizers": importlib.metadata.version("tokenizers")}

@@ -1,42 +1,37 @@
-"""Token files: documents -> token memmaps with metadata (dtype, size, max id, tokenizer hash), cached."""
+"""Token files: documents -> token memmaps with metadata (dtype, size, max id, tokenizer hash), cached;
+TokenData serves training batches and fixed evaluation windows from them.
+
+Layout: each document's tokens followed by the separator (``<|endoftext|>`` when the tokenizer has it,
+else its eos token), concatenated in id order. dtype uint16 when vocab_size <= 65535 else uint32, always
+stored in the metadata beside the ``.bin`` file and checked on load, together with the file size, the
+largest token id and the tokenizer hash.
+"""
 
 from __future__ import annotations
 
 import json
-import os
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Sequence
 
 import numpy as np
 import torch
 from jaxtyping import Int
 from torch import Tensor
 
-from interp._util.io import file_lock, write_text_atomic
+from interp._util.io import atomic_write, file_lock, read_json, write_text_atomic
 from interp._util.paths import TOKENS_META_SUFFIX, TOKENS_SUFFIX, cache_dir
+from interp.data.corpora import SPLITS, Document, documents_hash, load_documents, source_label, split_documents
+from interp.data.tokenizers import TextTokenizer, created_with, get_tokenizer, json_sha256
+
+TOKENS_FORMAT = 1            # bump when the token-file layout or separator convention changes
+ENCODE_BATCH_DOCS = 1_024    # documents per encode_batch call: bounds memory on large corpora
+VALIDATE_SAMPLE = 1_000_000  # at most this many tokens are read to check max id < vocab_size
 
 
-from interp.data.corpora import (
-    ENCODE_BATCH_DOCS,
-    SPLITS,
-    TOKENS_FORMAT,
-    VALIDATE_SAMPLE,
-    Document,
-    TokenFileError,
-    documents_hash,
-    load_documents,
-    split_documents,
-)
-from interp.data.tokenizers import (
-    TextTokenizer,
-    _hash_json,
-    _source_label,
-    _versions,
-    get_tokenizer,
-)
+class TokenFileError(ValueError):
+    """A cached token file does not match its metadata or the request; the message names the fix."""
 
-# ----------------------------------------------------------------------------- token files
 
 def token_dtype(vocab_size: int) -> np.dtype:
     """uint16 when every id fits (vocab_size <= 65535), else uint32; always stored, never implied."""
@@ -107,9 +102,9 @@ def prepare_tokens(source: str = "wiki", tokenizer: str | TextTokenizer = "bpe",
     docs = load_documents(source)
     tok = get_tokenizer(tokenizer, vocab_size=vocab_size, source=source, val_fraction=val_fraction)
     source_hash = documents_hash(docs)
-    key = _hash_json({"format": TOKENS_FORMAT, "source_hash": source_hash, "tokenizer_hash": tok.hash,
+    key = json_sha256({"format": TOKENS_FORMAT, "source_hash": source_hash, "tokenizer_hash": tok.hash,
                       "val_fraction": val_fraction})
-    label = _source_label(source)
+    label = source_label(source)
     readable = tok.name if tok.name.endswith(label) else f"{label}-{tok.name}"  # "wiki-smollm2", "bpe8192-wiki"
     folder = cache_dir("tokens", f"{readable}-{key[:16]}")
     expected = {"format": TOKENS_FORMAT, "source_hash": source_hash, "tokenizer_hash": tok.hash,
@@ -146,27 +141,28 @@ def write_tokens(path: Path, docs: Sequence[Document], tok: TextTokenizer, meta:
     Streams batches of documents to disk, so memory stays bounded for large corpora.
     """
     dtype = token_dtype(tok.vocab_size)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     n_tokens, max_id = 0, -1
-    with open(tmp, "wb") as f:
-        for first in range(0, len(docs), ENCODE_BATCH_DOCS):
-            flat: list[int] = []
-            for ids in tok.encode_batch([d.text for d in docs[first:first + ENCODE_BATCH_DOCS]]):
-                flat.extend(ids)
-                flat.append(tok.eos_id)
-            ids_array = np.asarray(flat, dtype=np.int64)
-            if ids_array.size and (ids_array.min() < 0 or ids_array.max() >= tok.vocab_size):
-                raise ValueError(f"tokenizer {tok.name!r} produced id {int(ids_array.max())} outside "
-                                 f"[0, vocab_size={tok.vocab_size})")
-            max_id = max(max_id, int(ids_array.max()) if ids_array.size else -1)
-            ids_array.astype(dtype).tofile(f)
-            n_tokens += ids_array.size
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+
+    def write(tmp: Path) -> None:
+        nonlocal n_tokens, max_id
+        with open(tmp, "wb") as f:
+            for first in range(0, len(docs), ENCODE_BATCH_DOCS):
+                flat: list[int] = []
+                for ids in tok.encode_batch([d.text for d in docs[first:first + ENCODE_BATCH_DOCS]]):
+                    flat.extend(ids)
+                    flat.append(tok.eos_id)
+                ids_array = np.asarray(flat, dtype=np.int64)
+                if ids_array.size and (ids_array.min() < 0 or ids_array.max() >= tok.vocab_size):
+                    raise ValueError(f"tokenizer {tok.name!r} produced id {int(ids_array.max())} outside "
+                                     f"[0, vocab_size={tok.vocab_size})")
+                max_id = max(max_id, int(ids_array.max()) if ids_array.size else -1)
+                ids_array.astype(dtype).tofile(f)
+                n_tokens += ids_array.size
+
+    atomic_write(path.parent, {path.name: write})
     full = {**meta, "dtype": dtype.name, "itemsize": dtype.itemsize, "vocab_size": tok.vocab_size,
             "n_tokens": n_tokens, "n_documents": len(docs), "max_token_id": max_id,
-            "separator": "eos_id after every document", "created_with": _versions()}
+            "separator": "eos_id after every document", "created_with": created_with()}
     write_text_atomic(_meta_path(path), json.dumps(full, indent=2))  # after the .bin: marks it complete
     return full
 
@@ -184,9 +180,9 @@ def load_tokens(path: Path, expected: dict | None = None, tokenizer_name: str | 
     if not meta_path.exists() or not path.exists():
         raise FileNotFoundError(f"token file {str(path)!r} or its metadata {meta_path.name} is missing; {fix}")
     try:
-        meta = json.loads(meta_path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as e:
-        raise TokenFileError(f"{meta_path}: not valid JSON ({e}); {fix}") from e
+        meta = read_json(meta_path)
+    except ValueError as e:  # read_json names the file
+        raise TokenFileError(f"{e}; or {fix}") from e
 
     def refuse(field: str, problem: str, extra: str = "") -> TokenFileError:
         return TokenFileError(f"{meta_path}: field {field!r} {problem}; {fix}{extra}")
@@ -217,5 +213,3 @@ def load_tokens(path: Path, expected: dict | None = None, tokenizer_name: str | 
     if largest >= meta["vocab_size"]:
         raise refuse("vocab_size", f"is {meta['vocab_size']} but the file holds token id {largest}")
     return data, meta
-
-

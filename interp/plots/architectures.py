@@ -2,7 +2,7 @@
 
 Built like interp/plots_experiments.py (Figure objects, no pyplot, STYLE via _styled, schedule colours
 from COLORS), from the table analyses.architectures.tables() writes: one row per mixer x width variant
-with interp.training.experiments.summarize's columns plus mixer, architecture and the paper's columns.
+with interp.training.results.summarize's columns plus mixer, architecture and the paper's columns.
 """
 
 from __future__ import annotations

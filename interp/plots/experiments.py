@@ -2,7 +2,7 @@
 
 Kept apart from interp/plots.py (one module per owner) but built the same way: `Figure` objects,
 no pyplot, STYLE via rc_context, colours from COLORS, saved with interp.plots.save_figure.
-Inputs are the tables of interp.training.experiments.summarize plus the analyses' paper columns.
+Inputs are the tables of interp.training.results.summarize plus the analyses' paper columns.
 """
 
 from __future__ import annotations

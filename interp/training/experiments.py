@@ -1,27 +1,24 @@
 """Multi-run training experiments (the paper's Figure 2 and Table 1) as single resumable commands.
 
-An `Experiment` is a set of width variants x seeds trained from one preset with the same data,
-steps and everything else; only `TrainConfig.width` and `seed` differ between its runs. Each run
-lives in its own directory, which is the only state there is:
+An `Experiment` is a set of variants x seeds trained from one preset with the same data, steps and
+everything else. A variant is a name plus TrainConfig overrides, any fields: a width (the group
+ablation, the schedule sweep), or a mixer and a width (the architecture comparison, whose variant
+names "attention/uniform" nest one directory per mixer). Each run lives in its own directory, which
+is the only state there is:
 
     <root>/<experiment>/<variant>/seed<k>/   config.json, log.jsonl, model.safetensors,
                                              train_state.pt, result.json (interp.training), error.txt (here)
 
 Why directories and no database: rerunning the command skips runs whose result.json says "done"
 (without even constructing a Trainer), resumes interrupted ones (TrainConfig.resume=True), and
-retries failed ones; the summary tables are rebuilt from the directories by `collect(root)`, so a
-table can never disagree with the runs it describes, and runs from several machines can be merged
-by copying directories.
+retries failed ones; the summary tables are rebuilt from the directories (interp.training.results:
+collect, experiment_runs, summarize), so a table can never disagree with the runs it describes, and runs
+from several machines can be merged by copying directories.
 
 Runs go seed-major (every variant of seed 0, then seed 1, ...), so an experiment stopped half-way
 already holds complete paired comparisons. A run that raises writes its traceback to error.txt and
 the others go on; a SIGINT/SIGTERM (the Trainer saves and returns "interrupted") stops the whole
 experiment, because the user asked to stop.
-
-Statistics over seeds (`mean_ci`, `summarize`) use Student-t intervals: with 3 seeds the normal
-1.96 would understate the interval by a factor of 2.2 (t_{0.975, 2} = 4.303). scipy is not a
-dependency, so `t_quantile` inverts the t CDF itself (regularised incomplete beta by continued
-fraction, then bisection); tests check it against a printed t-table.
 
 Under torchrun every rank runs the same loop and each run is a DDP run; only rank 0 writes files and
 prints. A run that raises on one rank only would leave the others waiting in a collective: the
@@ -32,54 +29,70 @@ failure handling here is meant for the single-process case and for errors every 
 from __future__ import annotations
 
 import dataclasses
-import json
-import os
 import re
 import time
 import traceback
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import pandas as pd
 
-from interp._util.paths import CONFIG_FILE, RESULT_FILE
+from interp._util.dist import Distributed
+from interp._util.paths import RESULT_FILE
 from interp.schedules import PROFILES, WidthSpec
-from interp.stats import mean_ci, t_cdf, t_quantile  # noqa: F401  (re-exported: used by callers)
+from interp.training.config import TrainConfig
+from interp.training.results import (
+    BASELINE,
+    DONE,
+    ERROR_FILE,
+    FAILED,
+    INTERRUPTED,
+    NOT_RUN,
+    SEED_DIR,
+    SKIPPED,
+    _read,
+    is_done,
+)
 
-if TYPE_CHECKING:  # imported lazily at run time: `interp --help` and plots must not load torch
+if TYPE_CHECKING:  # imported lazily at run time: the Trainer and the data load torch
     from interp.data import TokenData
-    from interp.training import TrainConfig
-
-ERROR_FILE = "error.txt"
-BASELINE = "uniform"
-SEED_DIR = re.compile(r"seed(\d+)")
 
 # Paper Table 1: the five start->end pairs (each sums to 2, so the mean width is the baseline's).
 SWEEP_SCHEDULES = ("cosine", "linear", "sigmoid")
 SWEEP_PAIRS = ((1.25, 0.75), (1.375, 0.625), (1.5, 0.5), (1.625, 0.375), (1.75, 0.25))
 
-# Set by the experiment per run, so not allowed in Experiment.overrides.
-RESERVED_OVERRIDES = {"width", "schedule", "start", "end", "profile", "seed", "out_dir", "resume", "preset"}
-
-# Statuses of one run in a Report; collect() uses the first four plus "incomplete".
-DONE, SKIPPED, FAILED, INTERRUPTED, NOT_RUN = "done", "skipped", "failed", "interrupted", "not run"
-
+# Always set by the experiment per run, so never allowed in Experiment.overrides; neither is any field a
+# variant sets (a variant's width reserves the WidthSpec shape fields; `multiple` and `k` stay shared).
+RESERVED_OVERRIDES = {"seed", "out_dir", "resume", "preset"}
+WIDTH_SHAPE_FIELDS = {"width", "schedule", "start", "end", "profile"}
+SHARED_WIDTH_FIELDS = ("multiple", "k")
+VARIANT_NAME = re.compile(r"[\w.-]+(/[\w.-]+)*")
 
 # ------------------------------------------------------------------------------------------ variants
 
 @dataclass(frozen=True)
 class Variant:
-    """One width configuration of an experiment; `name` is its directory and its key in tables."""
+    """One arm of an experiment: `name` is its directory under the experiment (nested with "/", e.g.
+    "titans/cosine-1.5-0.5") and its key in tables; `overrides` are the TrainConfig fields it sets (any
+    field; `width` as a WidthSpec, or its fields schedule/start/end/profile)."""
 
     name: str
-    width: WidthSpec
+    overrides: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def width(self) -> WidthSpec:
+        """The WidthSpec this variant trains (the default, uniform, when it sets none)."""
+        return TrainConfig().with_overrides(**self._width_overrides()).width
 
     @property
     def label(self) -> str:
-        return self.width.label
+        """The width's label ("cosine 1.5->0.5") when the variant sets a width, else its name."""
+        return self.width.label if self._width_overrides() else self.name
+
+    def _width_overrides(self) -> dict[str, Any]:
+        return {k: v for k, v in self.overrides.items() if k in WIDTH_SHAPE_FIELDS}
 
 
 def slug(label: str) -> str:
@@ -87,8 +100,9 @@ def slug(label: str) -> str:
     return re.sub(r"[^a-z0-9.]+", "-", label.lower()).strip("-")
 
 
-def variant(width: WidthSpec) -> Variant:
-    return Variant(slug(width.label), width)
+def variant(width: WidthSpec, **overrides: Any) -> Variant:
+    """The variant training `width` (plus any other TrainConfig overrides), named by the width's slug."""
+    return Variant(slug(width.label), {"width": width, **overrides})
 
 
 def group_variants() -> list[Variant]:
@@ -105,11 +119,27 @@ def sweep_variants() -> list[Variant]:
 VARIANT_SETS: dict[str, Callable[[], list[Variant]]] = {"groups": group_variants, "sweep": sweep_variants}
 
 
+def select_variants(variants: Sequence[Variant], only: Iterable[str] = (), where: str = "only") -> list[Variant]:
+    """The variants named in `only` (all when empty), in their own order; ValueError naming unknown names."""
+    only = tuple(only)
+    if not only:
+        return list(variants)
+    known = [v.name for v in variants]
+    unknown = sorted(set(only) - set(known))
+    if unknown:
+        raise ValueError(f"{where}={unknown}: unknown variant(s); choose from {', '.join(known)}")
+    return [v for v in variants if v.name in only]
+
+
 # ---------------------------------------------------------------------------------------- experiment
 
 @dataclass
 class Experiment:
-    """Variants x seeds from one preset; `overrides` are TrainConfig fields shared by every run."""
+    """Variants x seeds from one preset; `overrides` are TrainConfig fields shared by every run.
+
+    equal_params_within: TrainConfig fields whose values group the runs (e.g. ("mixer",)); parameter
+    counts must be equal inside each group. Empty (the default): equal over the whole experiment.
+    """
 
     name: str                                   # directory under root, e.g. "groups-tiny"
     preset: str
@@ -117,6 +147,7 @@ class Experiment:
     seeds: list[int]
     root: str | Path = "runs"
     overrides: dict = field(default_factory=dict)
+    equal_params_within: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.variants or not self.seeds:
@@ -125,10 +156,20 @@ class Experiment:
         names = [v.name for v in self.variants]
         if len(set(names)) != len(names) or len(set(self.seeds)) != len(self.seeds):
             raise ValueError(f"Experiment {self.name!r}: variant names {names} and seeds {self.seeds} must be unique")
-        reserved = sorted(RESERVED_OVERRIDES & set(self.overrides))
+        bad = [n for n in names if not VARIANT_NAME.fullmatch(n) or any(p in (".", "..") or SEED_DIR.fullmatch(p)
+                                                                        for p in n.split("/"))]
+        if bad:
+            raise ValueError(f"Experiment {self.name!r}: variant names {bad} must be relative directory names "
+                             "(letters, digits, . _ -, nested with /; no '..' and no part named seed<k>)")
+        reserved = sorted((RESERVED_OVERRIDES | self.variant_fields()) & set(self.overrides))
         if reserved:
             raise ValueError(f"Experiment.overrides may not set {reserved}: the experiment sets them per run "
                              "(width granularity and sigmoid steepness may be set: multiple, k)")
+
+    def variant_fields(self) -> set[str]:
+        """TrainConfig fields some variant sets (a width reserves all of WidthSpec's shape fields)."""
+        fields = {k for v in self.variants for k in v.overrides}
+        return (fields - WIDTH_SHAPE_FIELDS) | (WIDTH_SHAPE_FIELDS if fields & WIDTH_SHAPE_FIELDS else set())
 
     @property
     def dir(self) -> Path:
@@ -142,34 +183,64 @@ class Experiment:
 
         `multiple` / `k` in overrides apply to every variant's WidthSpec (e.g. multiple=128 on a GPU).
         """
-        from interp.training import TrainConfig
-
-        shared = {k: v for k, v in self.overrides.items() if k not in ("multiple", "k")}
-        width_kw = {k: v for k, v in self.overrides.items() if k in ("multiple", "k")}
+        width_kw = {k: v for k, v in self.overrides.items() if k in SHARED_WIDTH_FIELDS}
         runs = []
         for seed in self.seeds:
             for v in self.variants:
-                width = dataclasses.replace(v.width, **width_kw)
-                cfg = TrainConfig.from_preset(self.preset, **shared, width=width, seed=seed,
-                                              out_dir=str(self.run_dir(v, seed)), resume=True)
+                kw = {**self.overrides, **v.overrides}
+                if v._width_overrides():  # the variant's own width, at the shared granularity
+                    kw = {k: x for k, x in kw.items() if k not in WIDTH_SHAPE_FIELDS and k not in width_kw}
+                    kw["width"] = dataclasses.replace(v.width, **width_kw)
+                cfg = TrainConfig.from_preset(self.preset, **kw, seed=seed, out_dir=str(self.run_dir(v, seed)),
+                                              resume=True)
                 cfg.validate()
                 runs.append((v, seed, cfg))
         return runs
 
 
-def check_equal_params(configs: Iterable[TrainConfig]) -> int:
-    """Total parameters of every config's model (at its configured vocabulary); ValueError unless all equal.
+def check_equal_params(configs: Iterable[TrainConfig], within: Sequence[str] = ()) -> int | None:
+    """Total parameters of every config's model (at its configured vocabulary); ValueError unless they are
+    equal inside each group of equal `within` fields (e.g. ("mixer",)). Returns the count when there is one
+    group, None when there are several (each has its own count).
 
-    Only the MLP widths differ between variants, so this holds whatever vocabulary the tokenizer ends
-    up with; `summarize` re-checks the counts the runs actually recorded.
+    Only the MLP widths differ between the variants of a group, so this holds whatever vocabulary the
+    tokenizer ends up with; `summarize` re-checks the counts the runs actually recorded.
     """
     from interp.model import param_counts
 
-    counts = [(cfg.width.label, param_counts(cfg.model_config(cfg.vocab_size))["total"]) for cfg in configs]
-    if len({n for _, n in counts}) != 1:
-        raise ValueError(f"variants differ in parameter count {dict(counts)}: a width variant must keep the "
-                         "mean MLP width (check WidthSpec.multiple against d_ff and n_layers)")
-    return counts[0][1]
+    groups: dict[tuple, list[tuple[str, int]]] = {}
+    for cfg in configs:
+        key = tuple(getattr(cfg, f) for f in within)
+        groups.setdefault(key, []).append((cfg.width.label, param_counts(cfg.model_config(cfg.vocab_size))["total"]))
+    for key, counts in groups.items():
+        if len({n for _, n in counts}) != 1:
+            where = f" (runs with {dict(zip(within, key))})" if within else ""
+            raise ValueError(f"variants differ in parameter count {dict(counts)}{where}: a width variant must keep "
+                             "the mean MLP width (check WidthSpec.multiple against d_ff and n_layers)")
+    return next(iter(groups.values()))[0][1] if len(groups) == 1 else None
+
+
+def describe(exp: Experiment) -> str:
+    """The plan of `exp` as text (what `--dry-run` prints): one line per run, done or to train."""
+    from interp.model import param_counts
+
+    configs = exp.configs()
+    params = check_equal_params((cfg for _, _, cfg in configs), exp.equal_params_within)
+    shapes = {(c.steps, c.batch_size, c.n_ctx) for _, _, c in configs}
+    head = f"{exp.name}: {len(configs)} runs ({len(exp.variants)} variants x {len(exp.seeds)} seeds)"
+    if params is not None:
+        head += f", {params:,} params each"
+    if len(shapes) == 1:
+        steps, batch, n_ctx = shapes.pop()
+        head += f", {steps} steps x {batch} x {n_ctx} = {steps * batch * n_ctx:,} tokens per run"
+    lines = [head]
+    width = max(20, *(len(v.name) for v in exp.variants))
+    for v, seed, cfg in configs:
+        state = "done" if is_done(Path(cfg.out_dir), cfg) else "to train"
+        extra = "" if params is not None else f"  {param_counts(cfg.model_config(cfg.vocab_size))['total']:,} params"
+        lines.append(f"  {v.name:<{width}} seed{seed}  {state:<8}  widths {cfg.width.widths(cfg.n_layers, cfg.d_ff)}"
+                     f"{extra}  {cfg.out_dir}")
+    return "\n".join(lines)
 
 
 # ------------------------------------------------------------------------------------------- running
@@ -189,7 +260,7 @@ class Report:
     """What one `run_experiment` call did; `exit_code` is what a CLI should return."""
 
     experiment: str
-    params: int                 # per run (equal in all): from result.json once a run has one
+    params: int | None          # per run when equal in all (from result.json once a run has one), else None
     runs: list[RunStatus]
 
     @property
@@ -210,37 +281,14 @@ class Report:
 
     def summary(self) -> str:
         counts = self.table()["status"].value_counts().to_dict()
-        lines = [f"[{self.experiment}] {len(self.runs)} runs, {self.params:,} params each: "
+        each = f", {self.params:,} params each" if self.params is not None else ""
+        lines = [f"[{self.experiment}] {len(self.runs)} runs{each}: "
                  + ", ".join(f"{n} {s}" for s, n in counts.items())]
         lines += [f"  FAILED {r.variant} seed{r.seed}: {r.error} (traceback: {r.run_dir / ERROR_FILE})"
                   for r in self.failed]
         if self.interrupted:
             lines.append("  interrupted: rerun the same command to resume")
         return "\n".join(lines)
-
-
-def is_main_rank() -> bool:
-    return int(os.environ.get("RANK", "0")) == 0
-
-
-def _read_json(path: Path) -> dict | None:
-    try:
-        return json.loads(path.read_text()) if path.is_file() else None
-    except json.JSONDecodeError:
-        return None  # a torn file from a killed process: treat the run as unfinished
-
-
-def is_done(run_dir: Path, cfg: TrainConfig) -> bool:
-    """True if run_dir holds a finished run of exactly this config (runtime fields aside).
-
-    A finished run of a *different* config is not done: the Trainer then refuses it with a message
-    naming the differing fields, and the run is reported as failed rather than silently reused.
-    """
-    from interp.training import config_diff
-
-    result, config = _read_json(run_dir / RESULT_FILE), _read_json(run_dir / CONFIG_FILE)
-    return bool(result and config and result.get("status") == DONE
-                and not config_diff(config.get("train", {}), cfg))
 
 
 class _DataCache:
@@ -262,16 +310,17 @@ class _DataCache:
 
 
 def run_experiment(exp: Experiment, data: TokenData | None = None, log: Callable[[str], None] | None = print) -> Report:
-    """Train every run of `exp` that is not finished yet; never raises for a single run's failure.
+    """Train every run of `exp` that is not finished yet, seed-major; never raises for a single run's failure.
 
     `data` (an interp.data.TokenData) is passed to every Trainer when given (tests, notebooks);
     otherwise it is prepared once from the runs' config.
     """
-    from interp.training import Trainer
+    from interp.training.trainer import Trainer
 
     configs = exp.configs()
-    params = check_equal_params(cfg for _, _, cfg in configs)  # pre-flight, at the configured vocabulary
-    main = is_main_rank()
+    # pre-flight, at the configured vocabulary
+    params = check_equal_params((cfg for _, _, cfg in configs), exp.equal_params_within)
+    main = Distributed.from_env(join=False).primary
     say = log if (log and main) else (lambda _msg: None)
     get_data = _DataCache(data)
     statuses: list[RunStatus] = []
@@ -285,7 +334,8 @@ def run_experiment(exp: Experiment, data: TokenData | None = None, log: Callable
             if main:
                 (run_dir / ERROR_FILE).unlink(missing_ok=True)  # left by a rerun with another config
             statuses.append(RunStatus(v.name, seed, run_dir, SKIPPED))
-            params = (_read_json(run_dir / RESULT_FILE) or {}).get("params", params)
+            if params is not None:
+                params = (_read(run_dir / RESULT_FILE) or {}).get("params", params)
             say(f"[{exp.name} {i}/{len(configs)}] {v.name} seed{seed}: done already, skipped")
             continue
         say(f"[{exp.name} {i}/{len(configs)}] {v.name} seed{seed}: training -> {run_dir}")
@@ -301,7 +351,8 @@ def run_experiment(exp: Experiment, data: TokenData | None = None, log: Callable
             say(f"[{exp.name}] FAILED {v.name} seed{seed}: {message}")
             continue
         status = DONE if result.get("status") == DONE else INTERRUPTED
-        params = result.get("params", params)  # the real count, at the tokenizer's vocabulary
+        if params is not None:
+            params = result.get("params", params)  # the real count, at the tokenizer's vocabulary
         if main:
             (run_dir / ERROR_FILE).unlink(missing_ok=True)  # an earlier failure is fixed now
         statuses.append(RunStatus(v.name, seed, run_dir, status, time.perf_counter() - t0,
@@ -309,88 +360,6 @@ def run_experiment(exp: Experiment, data: TokenData | None = None, log: Callable
         say(f"[{exp.name}] {v.name} seed{seed}: {status}, val_ppl {result.get('val_ppl')}")
         stop = status == INTERRUPTED
     return Report(exp.name, params, statuses)
-
-
-# ------------------------------------------------------------------------------------------- collect
-
-RUN_COLUMNS = ["experiment", "variant", "label", "seed", "status", "schedule", "start", "end", "profile",
-               "widths", "params", "steps", "tokens", "val_loss", "val_ppl", "train_loss", "elapsed_s",
-               "tokens_per_s", "device", "dtype", "world_size", "preset", "source", "tokenizer", "tokenizer_hash",
-               "source_hash", "versions", "git_commit", "run_dir", "error"]
-
-
-def find_run_dirs(root: Path) -> list[Path]:
-    """Directories named seed<k> under root (or root itself) holding a config, result or error file."""
-    root = Path(root)
-    candidates = [root, *root.rglob("seed*")] if root.is_dir() else []
-    return sorted(p for p in candidates if p.is_dir() and SEED_DIR.fullmatch(p.name)
-                  and any((p / f).is_file() for f in (CONFIG_FILE, RESULT_FILE, ERROR_FILE)))
-
-
-def read_run(run_dir: Path) -> dict:
-    """One run directory -> one row of RUN_COLUMNS (status "incomplete" while it trains or was killed)."""
-    run_dir = Path(run_dir)
-    config = _read_json(run_dir / CONFIG_FILE) or {}
-    result = _read_json(run_dir / RESULT_FILE) or {}
-    train, data = config.get("train", {}), config.get("data", {})
-    width = train.get("width", {})
-    error_path = run_dir / ERROR_FILE
-    if result.get("status") == DONE:
-        status = DONE
-    elif error_path.is_file():
-        status = FAILED
-    else:
-        status = result.get("status") or "incomplete"
-    error = ""
-    if status == FAILED:
-        lines = [ln for ln in error_path.read_text().splitlines() if ln.strip()]
-        error = lines[-1] if lines else "see error.txt"
-    packages = config.get("provenance", {}).get("packages", {})
-    widths = result.get("widths") or config.get("widths")
-    params = result.get("params", config.get("params", {}).get("total"))
-    return {
-        "experiment": run_dir.parent.parent.name, "variant": run_dir.parent.name,
-        "label": result.get("label") or config.get("label") or run_dir.parent.name,
-        "seed": int(train.get("seed", SEED_DIR.fullmatch(run_dir.name).group(1))), "status": status,
-        "schedule": width.get("schedule"), "start": width.get("start"), "end": width.get("end"),
-        "profile": width.get("profile"), "widths": "/".join(map(str, widths)) if widths else None,
-        "params": params, "steps": result.get("step", train.get("steps")), "tokens": result.get("tokens"),
-        "val_loss": result.get("val_loss"), "val_ppl": result.get("val_ppl"),
-        "train_loss": result.get("train_loss"), "elapsed_s": result.get("elapsed_s"),
-        "tokens_per_s": result.get("tokens_per_s"), "device": result.get("device"), "dtype": result.get("dtype"),
-        "world_size": result.get("world_size"), "preset": train.get("preset"), "source": data.get("source"),
-        "tokenizer": data.get("tokenizer"), "tokenizer_hash": data.get("tokenizer_hash"),
-        "source_hash": data.get("source_hash"),
-        "versions": ";".join(f"{k}={v}" for k, v in packages.items()) or None,
-        "git_commit": config.get("provenance", {}).get("git_commit"), "run_dir": str(run_dir), "error": error,
-    }
-
-
-def collect(root: str | Path) -> pd.DataFrame:
-    """Every run under root as one row (RUN_COLUMNS), sorted by experiment, variant, seed.
-
-    Reads only config.json / result.json / error.txt, so it is instant and works while runs train.
-    """
-    rows = [read_run(d) for d in find_run_dirs(Path(root))]
-    df = pd.DataFrame(rows, columns=RUN_COLUMNS)
-    return df.sort_values(["experiment", "variant", "seed"], ignore_index=True)
-
-
-def experiment_runs(exp: Experiment) -> pd.DataFrame:
-    """collect(exp.dir) restricted to exp's variants and seeds, in exp's variant order.
-
-    A finished run whose stored config differs from what `exp` would train now (e.g. other --steps
-    into the same directory) is marked "stale" so it never enters the statistics of this experiment.
-    """
-    df = collect(exp.dir)
-    wanted = {(v.name, seed): cfg for v, seed, cfg in exp.configs()}
-    df = df[np.array([(v, s) in wanted for v, s in zip(df["variant"], df["seed"])], dtype=bool)].copy()
-    stale = np.array([status == DONE and not is_done(Path(d), wanted[(v, s)])
-                      for status, d, v, s in zip(df["status"], df["run_dir"], df["variant"], df["seed"])], dtype=bool)
-    df.loc[stale, "status"] = "stale"
-    order = {v.name: i for i, v in enumerate(exp.variants)}
-    return df.sort_values(["variant", "seed"], key=lambda c: c.map(order) if c.name == "variant" else c,
-                          ignore_index=True)
 
 
 class ExperimentFailed(RuntimeError):
@@ -401,49 +370,6 @@ class ExperimentFailed(RuntimeError):
         self.report = report
 
 
-# ---------------------------------------------------------------------------------------- statistics
-
-def summarize(runs: pd.DataFrame, baseline: str = BASELINE, order: Sequence[str] | None = None,
-              level: float = 0.95) -> pd.DataFrame:
-    """One row per variant of the finished runs: mean and t-CI of val loss and perplexity, and the
-    difference from `baseline` paired by seed (only seeds both finished), with its t-CI.
-
-    Pairing by seed removes the seed-to-seed spread both variants share (same data order, same init
-    of every matrix whose shape agrees), so the paired CI is the one that says whether a variant differs.
-    Columns d_* are variant minus baseline; rel_val_ppl_pct is 100 * (ppl / ppl_baseline - 1) per seed.
-    Raises ValueError if the finished runs differ in parameter count.
-    """
-    stats = ("val_loss", "val_ppl", "d_val_loss", "d_val_ppl", "rel_val_ppl_pct")
-    columns = ["variant", "label", "n_seeds", "params", "seeds", "schedule", "start", "end", "widths", "steps",
-               "tokens", "n_pairs"] + [f"{c}_{s}" for c in stats for s in ("mean", "ci_low", "ci_high")]
-    done = runs[runs["status"] == DONE]
-    params = done.groupby("variant")["params"].first()
-    if params.nunique() > 1:
-        raise ValueError(f"finished runs differ in parameter count {params.to_dict()}: the comparison is not "
-                         "like-for-like (were runs from different presets collected together?)")
-    names = [n for n in (order or sorted(done["variant"].unique())) if n in set(done["variant"])]
-    base = done[done["variant"] == baseline].set_index("seed")
-    rows = []
-    for name in names:
-        g = done[done["variant"] == name]
-        row = {"variant": name, "label": g["label"].iloc[0], "n_seeds": len(g), "params": int(g["params"].iloc[0]),
-               "seeds": ",".join(str(s) for s in sorted(g["seed"]))}
-        for col in ("schedule", "start", "end", "widths", "steps", "tokens"):
-            row[col] = g[col].iloc[0]
-        for col in ("val_loss", "val_ppl"):
-            row[f"{col}_mean"], row[f"{col}_ci_low"], row[f"{col}_ci_high"] = mean_ci(g[col], level)
-        paired = g.set_index("seed").join(base[["val_loss", "val_ppl"]], rsuffix="_base", how="inner")
-        row["n_pairs"] = len(paired)
-        diffs = {"d_val_loss": paired["val_loss"] - paired["val_loss_base"],
-                 "d_val_ppl": paired["val_ppl"] - paired["val_ppl_base"],
-                 "rel_val_ppl_pct": 100.0 * (paired["val_ppl"] / paired["val_ppl_base"] - 1.0)}
-        for col, d in diffs.items():
-            row[f"{col}_mean"], row[f"{col}_ci_low"], row[f"{col}_ci_high"] = mean_ci(d, level)
-        rows.append(row)
-    return pd.DataFrame(rows, columns=columns)
-
-
-__all__ = ["Variant", "Experiment", "Report", "RunStatus", "ExperimentFailed", "group_variants", "sweep_variants",
-           "VARIANT_SETS", "SWEEP_SCHEDULES", "SWEEP_PAIRS", "check_equal_params", "run_experiment", "is_done",
-           "is_main_rank", "collect", "read_run", "find_run_dirs", "experiment_runs", "t_cdf", "t_quantile",
-           "mean_ci", "summarize", "ERROR_FILE", "BASELINE"]
+__all__ = ["Variant", "Experiment", "Report", "RunStatus", "ExperimentFailed", "variant", "slug", "group_variants",
+           "sweep_variants", "select_variants", "VARIANT_SETS", "SWEEP_SCHEDULES", "SWEEP_PAIRS",
+           "check_equal_params", "describe", "run_experiment"]

@@ -1,0 +1,165 @@
+"""What a training run is: TrainConfig (one field per option, each with its help), the lr schedule, and
+which fields may change on resume. Torch-free, so `interp train --help` builds its flags from it at once.
+
+Presets (named TrainConfig overrides) live in interp.training.presets; the Trainer in interp.training.trainer.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from dataclasses import dataclass
+
+from interp._util.config import option, reject_unknown_keys
+from interp.schedules import WidthSpec
+from interp.training.presets import PRESETS
+
+# The precisions a run (and the training benchmarks) can compute in, -> torch dtype names. "auto" picks
+# bf16 where the hardware has native bf16 units (interp.training.trainer.bf16_is_native), else fp32.
+TORCH_DTYPE_NAMES = {"fp32": "float32", "bf16": "bfloat16"}
+DTYPES = (*TORCH_DTYPE_NAMES, "auto")
+WIDTH_FIELDS = tuple(f.name for f in dataclasses.fields(WidthSpec))
+# Fields that change how a run is executed or reported, never its weights: they may differ on resume.
+RUNTIME_FIELDS = ("out_dir", "resume", "threads", "eval_interval", "ckpt_interval", "keep_step_checkpoints",
+                  "log_interval", "peak_flops", "notes", "preset", "progress")
+
+
+def _pair(text: str) -> tuple[float, float]:
+    values = tuple(float(v) for v in text.split(","))
+    if len(values) != 2:
+        raise ValueError(f"--betas {text!r}: give two numbers, e.g. 0.9,0.95")
+    return values
+
+
+@dataclass
+class TrainConfig:
+    """Everything that defines a training run. Defaults = the `tiny` preset's shape.
+
+    Every field is a flag of `interp train` (interp._util.config.add_arguments) unless marked cli=False;
+    `width` is set by the --schedule/--start/--end/--profile/--multiple group (interp.schedules.WidthSpec)."""
+
+    # model shape (d_ff is the baseline mean SwiGLU width; `width` distributes it over depth)
+    d_model: int = option(256, "residual stream width")
+    n_layers: int = option(6, "decoder blocks")
+    n_heads: int = option(4, "attention heads")
+    d_ff: int = option(1024, "baseline (mean) SwiGLU width; the width schedule distributes it over depth")
+    n_ctx: int = option(256, "training sequence length")
+    width: WidthSpec = option(help="MLP width over depth", default_factory=WidthSpec, cli=False)
+    mixer: str = option("attention", "token mixer: attention | gated_attention | ... (interp.model.mixers)")
+    # ModelConfig.mixer_options (memory sizes); never tapered
+    mixer_options: dict = option(help="ModelConfig.mixer_options (e.g. memory sizes), via --set",
+                                 default_factory=dict, cli=False)
+    # data (interp.data.prepare_tokens); the model uses the tokenizer's actual vocabulary size
+    source: str = option("wiki", "corpus name (wiki, shakespeare), a text file or a folder")
+    tokenizer: str = option("bpe", "bpe (trained on the source's train split), smollm2, or a tokenizer path")
+    vocab_size: int = option(8192, "vocabulary of a trained BPE")
+    val_fraction: float = option(0.05, "fraction of documents held out for validation")
+    # optimisation
+    steps: int = option(300, "optimizer steps")
+    batch_size: int = option(8, "sequences per optimizer step, over all ranks and micro-batches")
+    grad_accum: int = option(1, "micro-batches per optimizer step")
+    lr: float = option(2e-3, "peak learning rate")
+    min_lr: float = option(2e-4, "learning rate at the last step (cosine decay)")
+    warmup_steps: int = option(30, "linear warm-up steps")
+    weight_decay: float = option(0.1, "AdamW weight decay (matrices only)")
+    grad_clip: float = option(1.0, "gradient-norm clip; 0 disables clipping")
+    betas: tuple[float, float] = option((0.9, 0.95), "AdamW betas", parse=_pair, metavar="B1,B2")
+    # evaluation, checkpoints, logging
+    eval_interval: int = option(100, "steps between validation passes")
+    eval_batches: int = option(8, "validation batches per pass (fixed windows)")
+    ckpt_interval: int = option(100, "steps between checkpoints")
+    keep_step_checkpoints: bool = option(False, "also keep checkpoints/step_NNNNNN/ at every ckpt_interval")
+    log_interval: int = option(10, "steps between log.jsonl lines")
+    progress: bool = option(True, "tqdm bar (only on a tty, only on rank 0)")
+    # run
+    seed: int = option(0, "seed of the initialisation and of the data stream")
+    dtype: str = option("auto", "fp32 | bf16 (autocast) | auto (bf16 where native: bf16_is_native)",
+                        choices=DTYPES)
+    out_dir: str = option("runs/default", "run directory, e.g. runs/cosine-1.5-0.5", flag="--out")
+    threads: int = option(0, "torch CPU threads per rank; 0 = all cores / local ranks")
+    resume: bool = option(False, "continue the run in --out from its train_state.pt")
+    peak_flops: float | None = option(None, "per-device peak FLOP/s; when set, MFU is logged")
+    preset: str | None = option(None, "the preset this config came from (TrainConfig.from_preset)", cli=False)
+    notes: str = option("", "free text stored with the run", cli=False)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.width, dict):
+            self.width = WidthSpec.from_dict(self.width)
+        self.betas = tuple(self.betas)
+
+    def to_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["width"], d["betas"] = self.width.to_dict(), list(self.betas)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> TrainConfig:
+        """Inverse of to_dict; unknown keys are an error (a typo must not silently use a default)."""
+        reject_unknown_keys(cls, d)
+        return cls(**d)
+
+    def with_overrides(self, **overrides) -> TrainConfig:
+        """A copy with fields replaced; WidthSpec fields (schedule, start, end, profile, multiple, k) go to
+        `width`, and giving a profile implies schedule="profile"."""
+        width_kw = {k: overrides.pop(k) for k in WIDTH_FIELDS if k in overrides}
+        unknown = sorted(set(overrides) - {f.name for f in dataclasses.fields(self)})
+        if unknown:
+            raise ValueError(f"TrainConfig: unknown fields {unknown}; see interp.training.TrainConfig")
+        if width_kw:
+            spec = {**self.width.to_dict(), **width_kw}
+            if width_kw.get("profile") and "schedule" not in width_kw:
+                spec["schedule"] = "profile"
+            if spec["schedule"] != "profile":
+                spec["profile"] = None
+            overrides["width"] = WidthSpec.from_dict(spec)
+        return dataclasses.replace(self, **overrides)
+
+    @classmethod
+    def from_preset(cls, name: str, **overrides) -> TrainConfig:
+        if name not in PRESETS:
+            raise ValueError(f"unknown preset {name!r}; choose one of {sorted(PRESETS)} "
+                             "(interp/training/presets.py)")
+        return cls().with_overrides(**{**PRESETS[name], "preset": name, **overrides})
+
+    def validate(self) -> None:
+        """Raise ValueError naming the field and the fix."""
+        for name in ("d_model", "n_layers", "n_heads", "d_ff", "n_ctx", "vocab_size", "steps", "batch_size",
+                     "grad_accum", "eval_interval", "eval_batches", "ckpt_interval", "log_interval"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ValueError(f"TrainConfig.{name} must be a positive int, got {value!r}")
+        if self.batch_size % self.grad_accum:
+            raise ValueError(f"TrainConfig.batch_size={self.batch_size} must be divisible by "
+                             f"grad_accum={self.grad_accum} (batch_size counts sequences per optimizer step)")
+        if self.dtype not in DTYPES:
+            raise ValueError(f"TrainConfig.dtype={self.dtype!r}; choose one of {DTYPES}")
+        if not 0 <= self.min_lr <= self.lr:
+            raise ValueError(f"TrainConfig: need 0 <= min_lr ({self.min_lr}) <= lr ({self.lr})")
+        if not 0 <= self.warmup_steps <= self.steps:
+            raise ValueError(f"TrainConfig.warmup_steps={self.warmup_steps} must be in [0, steps={self.steps}]")
+        if self.weight_decay < 0 or self.grad_clip < 0 or self.threads < 0:
+            raise ValueError("TrainConfig.weight_decay, grad_clip and threads must be >= 0")
+
+    def model_config(self, vocab_size: int):
+        """The interp.model.ModelConfig this config trains, for a tokenizer with `vocab_size` ids."""
+        from interp.model.config import ModelConfig  # imports the mixer registry (torch): not at module level
+
+        return ModelConfig(vocab_size=vocab_size, d_model=self.d_model, n_layers=self.n_layers,
+                           n_heads=self.n_heads, d_mlp=self.width.widths(self.n_layers, self.d_ff),
+                           n_ctx=self.n_ctx, mixer=self.mixer, mixer_options=dict(self.mixer_options))
+
+
+def lr_at(step: int, cfg: TrainConfig) -> float:
+    """Linear warm-up to cfg.lr over warmup_steps, then cosine decay reaching min_lr at the last step."""
+    if step < cfg.warmup_steps:
+        return cfg.lr * (step + 1) / cfg.warmup_steps
+    progress = min(1.0, (step - cfg.warmup_steps) / max(1, cfg.steps - 1 - cfg.warmup_steps))
+    return cfg.min_lr + 0.5 * (cfg.lr - cfg.min_lr) * (1.0 + math.cos(math.pi * progress))
+
+
+def config_diff(stored: dict, cfg: TrainConfig) -> list[str]:
+    """Fields (other than RUNTIME_FIELDS) whose stored value differs from cfg: 'name: stored -> new'."""
+    new = json.loads(json.dumps(cfg.to_dict()))  # tuples -> lists, as stored
+    keys = (set(stored) | set(new)) - set(RUNTIME_FIELDS)
+    return [f"{k}: {stored.get(k)!r} -> {new.get(k)!r}" for k in sorted(keys) if stored.get(k) != new.get(k)]

@@ -1,0 +1,185 @@
+"""Run directories -> tables: read finished (or failed, or running) runs back, and summarise them over seeds.
+
+The run directories are the only state an experiment has (interp.training.experiments writes them), so
+every table is rebuilt from them: `collect(root)` one row per run, `experiment_runs(exp)` the runs of one
+Experiment (stale ones marked), `summarize(runs)` per variant mean and Student-t CI over seeds and the
+difference from the baseline paired by seed. Reads only config.json / result.json / error.txt: instant,
+and safe while runs train.
+
+Statistics over seeds use Student-t intervals (interp.stats.mean_ci): with 3 seeds the normal 1.96 would
+understate the interval by a factor of 2.2 (t_{0.975, 2} = 4.303). scipy is not a dependency, so
+interp.stats.t_quantile inverts the t CDF itself; tests check it against a printed t-table.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+
+from interp._util.io import read_json
+from interp._util.paths import CONFIG_FILE, RESULT_FILE
+from interp.training.config import TrainConfig, config_diff
+
+if TYPE_CHECKING:
+    from interp.training.experiments import Experiment
+
+ERROR_FILE = "error.txt"
+BASELINE = "uniform"
+SEED_DIR = re.compile(r"seed(\d+)")
+# Statuses of one run in a Report; collect() uses the first four plus "incomplete".
+DONE, SKIPPED, FAILED, INTERRUPTED, NOT_RUN = "done", "skipped", "failed", "interrupted", "not run"
+
+
+def _read(path: Path) -> dict | None:
+    """A run's JSON file; None when missing or torn (a killed process): the run counts as unfinished."""
+    return read_json(path, missing_ok=True, torn_ok=True)
+
+
+def is_done(run_dir: Path, cfg: TrainConfig) -> bool:
+    """True if run_dir holds a finished run of exactly this config (runtime fields aside).
+
+    A finished run of a *different* config is not done: the Trainer then refuses it with a message
+    naming the differing fields, and the run is reported as failed rather than silently reused.
+    """
+    result, config = _read(run_dir / RESULT_FILE), _read(run_dir / CONFIG_FILE)
+    return bool(result and config and result.get("status") == DONE
+                and not config_diff(config.get("train", {}), cfg))
+
+
+# ------------------------------------------------------------------------------------------- collect
+
+RUN_COLUMNS = ["experiment", "variant", "label", "seed", "status", "schedule", "start", "end", "profile",
+               "widths", "params", "steps", "tokens", "val_loss", "val_ppl", "train_loss", "elapsed_s",
+               "tokens_per_s", "device", "dtype", "world_size", "preset", "source", "tokenizer", "tokenizer_hash",
+               "source_hash", "versions", "git_commit", "run_dir", "error"]
+
+
+def find_run_dirs(root: Path) -> list[Path]:
+    """Directories named seed<k> under root (or root itself) holding a config, result or error file."""
+    root = Path(root)
+    candidates = [root, *root.rglob("seed*")] if root.is_dir() else []
+    return sorted(p for p in candidates if p.is_dir() and SEED_DIR.fullmatch(p.name)
+                  and any((p / f).is_file() for f in (CONFIG_FILE, RESULT_FILE, ERROR_FILE)))
+
+
+def read_run(run_dir: Path) -> dict:
+    """One run directory -> one row of RUN_COLUMNS (status "incomplete" while it trains or was killed)."""
+    run_dir = Path(run_dir)
+    config = _read(run_dir / CONFIG_FILE) or {}
+    result = _read(run_dir / RESULT_FILE) or {}
+    train, data = config.get("train", {}), config.get("data", {})
+    width = train.get("width", {})
+    error_path = run_dir / ERROR_FILE
+    if result.get("status") == DONE:
+        status = DONE
+    elif error_path.is_file():
+        status = FAILED
+    else:
+        status = result.get("status") or "incomplete"
+    error = ""
+    if status == FAILED:
+        lines = [ln for ln in error_path.read_text().splitlines() if ln.strip()]
+        error = lines[-1] if lines else "see error.txt"
+    packages = config.get("provenance", {}).get("packages", {})
+    widths = result.get("widths") or config.get("widths")
+    params = result.get("params", config.get("params", {}).get("total"))
+    return {
+        "experiment": run_dir.parent.parent.name, "variant": run_dir.parent.name,
+        "label": result.get("label") or config.get("label") or run_dir.parent.name,
+        "seed": int(train.get("seed", SEED_DIR.fullmatch(run_dir.name).group(1))), "status": status,
+        "schedule": width.get("schedule"), "start": width.get("start"), "end": width.get("end"),
+        "profile": width.get("profile"), "widths": "/".join(map(str, widths)) if widths else None,
+        "params": params, "steps": result.get("step", train.get("steps")), "tokens": result.get("tokens"),
+        "val_loss": result.get("val_loss"), "val_ppl": result.get("val_ppl"),
+        "train_loss": result.get("train_loss"), "elapsed_s": result.get("elapsed_s"),
+        "tokens_per_s": result.get("tokens_per_s"), "device": result.get("device"), "dtype": result.get("dtype"),
+        "world_size": result.get("world_size"), "preset": train.get("preset"), "source": data.get("source"),
+        "tokenizer": data.get("tokenizer"), "tokenizer_hash": data.get("tokenizer_hash"),
+        "source_hash": data.get("source_hash"),
+        "versions": ";".join(f"{k}={v}" for k, v in packages.items()) or None,
+        "git_commit": config.get("provenance", {}).get("git_commit"), "run_dir": str(run_dir), "error": error,
+    }
+
+
+def collect(root: str | Path) -> pd.DataFrame:
+    """Every run under root as one row (RUN_COLUMNS), sorted by experiment, variant, seed.
+
+    Reads only config.json / result.json / error.txt, so it is instant and works while runs train.
+    """
+    rows = [read_run(d) for d in find_run_dirs(Path(root))]
+    df = pd.DataFrame(rows, columns=RUN_COLUMNS)
+    return df.sort_values(["experiment", "variant", "seed"], ignore_index=True)
+
+
+def experiment_runs(exp: Experiment) -> pd.DataFrame:
+    """collect(exp.dir) restricted to exp's runs (matched by directory), in exp's variant order, then seed.
+
+    `experiment` and `variant` are exp's name and the variant's full name (for nested names such as
+    "titans/uniform" the directory parts collect() reads would be "titans" and "uniform").
+    A finished run whose stored config differs from what `exp` would train now (e.g. other --steps
+    into the same directory) is marked "stale" so it never enters the statistics of this experiment.
+    """
+    df = collect(exp.dir)
+    wanted = {str(exp.run_dir(v, seed)): (v, cfg) for v, seed, cfg in exp.configs()}
+    df = df[df["run_dir"].isin(list(wanted))].copy()
+    df["experiment"] = exp.name
+    df["variant"] = [wanted[d][0].name for d in df["run_dir"]]
+    stale = np.array([status == DONE and not is_done(Path(d), wanted[d][1])
+                      for status, d in zip(df["status"], df["run_dir"])], dtype=bool)
+    df.loc[stale, "status"] = "stale"
+    order = {v.name: i for i, v in enumerate(exp.variants)}
+    return df.sort_values(["variant", "seed"], key=lambda c: c.map(order) if c.name == "variant" else c,
+                          ignore_index=True)
+
+
+# ---------------------------------------------------------------------------------------- statistics
+
+def summarize(runs: pd.DataFrame, baseline: str = BASELINE, order: Sequence[str] | None = None,
+              level: float = 0.95) -> pd.DataFrame:
+    """One row per variant of the finished runs: mean and t-CI of val loss and perplexity, and the
+    difference from `baseline` paired by seed (only seeds both finished), with its t-CI.
+
+    Pairing by seed removes the seed-to-seed spread both variants share (same data order, same init
+    of every matrix whose shape agrees), so the paired CI is the one that says whether a variant differs.
+    Columns d_* are variant minus baseline; rel_val_ppl_pct is 100 * (ppl / ppl_baseline - 1) per seed.
+    Raises ValueError if the finished runs differ in parameter count.
+    """
+    from interp.stats import mean_ci  # imports torch: not at module level (`interp --help` imports this module)
+
+    stats = ("val_loss", "val_ppl", "d_val_loss", "d_val_ppl", "rel_val_ppl_pct")
+    columns = ["variant", "label", "n_seeds", "params", "seeds", "schedule", "start", "end", "widths", "steps",
+               "tokens", "n_pairs"] + [f"{c}_{s}" for c in stats for s in ("mean", "ci_low", "ci_high")]
+    done = runs[runs["status"] == DONE]
+    params = done.groupby("variant")["params"].first()
+    if params.nunique() > 1:
+        raise ValueError(f"finished runs differ in parameter count {params.to_dict()}: the comparison is not "
+                         "like-for-like (were runs from different presets collected together?)")
+    names = [n for n in (order or sorted(done["variant"].unique())) if n in set(done["variant"])]
+    base = done[done["variant"] == baseline].set_index("seed")
+    rows = []
+    for name in names:
+        g = done[done["variant"] == name]
+        row = {"variant": name, "label": g["label"].iloc[0], "n_seeds": len(g), "params": int(g["params"].iloc[0]),
+               "seeds": ",".join(str(s) for s in sorted(g["seed"]))}
+        for col in ("schedule", "start", "end", "widths", "steps", "tokens"):
+            row[col] = g[col].iloc[0]
+        for col in ("val_loss", "val_ppl"):
+            row[f"{col}_mean"], row[f"{col}_ci_low"], row[f"{col}_ci_high"] = mean_ci(g[col], level)
+        paired = g.set_index("seed").join(base[["val_loss", "val_ppl"]], rsuffix="_base", how="inner")
+        row["n_pairs"] = len(paired)
+        diffs = {"d_val_loss": paired["val_loss"] - paired["val_loss_base"],
+                 "d_val_ppl": paired["val_ppl"] - paired["val_ppl_base"],
+                 "rel_val_ppl_pct": 100.0 * (paired["val_ppl"] / paired["val_ppl_base"] - 1.0)}
+        for col, d in diffs.items():
+            row[f"{col}_mean"], row[f"{col}_ci_low"], row[f"{col}_ci_high"] = mean_ci(d, level)
+        rows.append(row)
+    return pd.DataFrame(rows, columns=columns)
+
+
+__all__ = ["RUN_COLUMNS", "ERROR_FILE", "BASELINE", "is_done", "find_run_dirs", "read_run", "collect",
+           "experiment_runs", "summarize"]
