@@ -19,7 +19,6 @@ _EXPORTS = {
     'lm_loss_sum': 'trainer',
     'train_step': 'trainer',
     'make_optimizer': 'trainer',
-    'init_distributed': 'trainer',
     'StopFlag': 'trainer',
     'rng_state': 'trainer',
     'set_rng_state': 'trainer',

@@ -174,13 +174,6 @@ def param_hash(model: torch.nn.Module) -> str:
     return h.hexdigest()
 
 
-def init_distributed() -> tuple[Distributed, bool]:
-    """(Distributed.from_env(), whether it created the process group). Kept for interp.probes.batch until it
-    calls interp._util.dist.Distributed.from_env() itself; new code uses that."""
-    dist = Distributed.from_env()
-    return dist, dist.created
-
-
 # ------------------------------------------------------------------------------------------- trainer
 
 class Trainer:
