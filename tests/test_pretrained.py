@@ -334,6 +334,16 @@ def test_smollm2_cache_serves_other_dtypes_and_tokenizer(smol, monkeypatch):
 
 
 @pytest.mark.integration
+def test_gguf_path_and_folder_resolve_to_the_registry_tokenizer(smol, tmp_path):
+    gguf = pt.REGISTRY["smollm2-135m"].locate()
+    (tmp_path / gguf.name).symlink_to(gguf)
+    text = "The capital of France is"
+    for spec in (str(gguf), str(tmp_path)):          # the file, and a folder holding exactly one .gguf
+        assert pt.resolve_model(spec).kind == "gguf"
+        assert pt.load_tokenizer(spec)(text).input_ids == smol["ids"][0].tolist()
+
+
+@pytest.mark.integration
 def test_smollm2_shape_matches_registry_and_site_map(smol):
     loaded, entry = smol["cached"], pt.REGISTRY["smollm2-135m"]
     assert loaded.architecture == entry.architecture == "LlamaForCausalLM"
