@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from jaxtyping import Float, Int
 from torch import Tensor, nn
 
-from interp.hf.adapters import unwrap
+from interp.hf import unwrap
 from interp.stats import t_quantile
 
 

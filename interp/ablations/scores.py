@@ -12,7 +12,7 @@ from torch import Tensor, nn
 from interp.ablations.config import SELECTIONS
 from interp.ablations.loss import _autocast, _device, _forward_logits
 from interp.ablations.sites import down_column_norms, mlp_sites
-from interp.hf.adapters import unwrap
+from interp.hf import unwrap
 
 
 @torch.no_grad()

@@ -11,7 +11,7 @@ from jaxtyping import Float
 from torch import Tensor, nn
 
 from interp.ablations.config import GROUPS
-from interp.hf.adapters import mlp_down_modules, mlp_modules
+from interp.hf import mlp_down_modules, mlp_modules
 
 
 @dataclass(frozen=True)
