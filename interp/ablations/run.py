@@ -1,0 +1,156 @@
+"""The pretrained-model capacity ablation: load any model spec, score the neurons, run every condition,
+return one tidy row per condition (COLUMNS)."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import torch
+from jaxtyping import Int
+from torch import Tensor
+
+from interp._util.io import text_sha256
+from interp.ablations.conditions import Condition, ablated, build_conditions, removals
+from interp.ablations.config import DTYPE_NAMES, AblationConfig
+from interp.ablations.loss import paired_delta, sequence_losses
+from interp.ablations.scores import contribution_scores
+from interp.ablations.sites import layer_groups, mlp_sites
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+DTYPES = dict(zip(DTYPE_NAMES, (None, torch.bfloat16)))  # name -> autocast dtype (None: run as loaded)
+# Tidy output table, one row per condition. layers: "first-last" layers touched; n_tokens: predicted
+# tokens per condition (n_sequences * (seq_len - 1)); delta*: vs the baseline, paired over sequences;
+# fp32_baseline_loss: the baseline in fp32 (the bf16-autocast check; = the baseline loss when dtype=float32);
+# text_sha256: the full sha256 of the text (interp._util.io.text_sha256), as in the probe tables.
+COLUMNS = ("model", "kind", "label", "group", "layers", "fraction", "selection", "seed", "layer",
+           "n_neurons_removed", "loss", "delta", "delta_ci_low", "delta_ci_high", "n_tokens", "n_sequences",
+           "seq_len", "score_tokens", "text_source", "text_sha256", "dtype", "fp32_baseline_loss", "packages")
+
+
+@dataclass
+class _Sequences:
+    score: Int[Tensor, "n_score seq_len"]
+    eval: Int[Tensor, "n_eval seq_len"]
+    source: str
+    sha256: str
+
+
+def split_sequences(ids: Sequence[int] | Tensor, seq_len: int, score_sequences: int, eval_sequences: int
+                    ) -> tuple[Int[Tensor, "n_score seq_len"], Int[Tensor, "n_eval seq_len"]]:
+    """Cut token ids into consecutive sequences: the first `score_sequences` score, the next
+    `eval_sequences` evaluate. Disjoint by construction (they can share at most one document, at the seam)."""
+    from interp.probes import token_batches
+
+    n = score_sequences + eval_sequences
+    seqs = token_batches(ids, tokens=n * seq_len, seq_len=seq_len, batch_size=n)[0]
+    return seqs[:score_sequences], seqs[score_sequences:]
+
+
+def _load_sequences(cfg: AblationConfig, tokenizer: Any) -> _Sequences:
+    from interp.probes import encode_text, load_text
+
+    text, source = load_text(cfg.text)
+    score, evals = split_sequences(encode_text(tokenizer, text), cfg.seq_len, cfg.score_sequences,
+                                   cfg.eval_sequences)
+    return _Sequences(score, evals, source, text_sha256(text))
+
+
+def _load(spec: str, attn_implementation: str) -> tuple[Any, Any]:
+    """(model, tokenizer) for any spec interp.hf.resolve_model accepts: a LoadedModel and its tokenizer, or
+    one of our checkpoints (TaperedLM) and the tokenizer it was trained with."""
+    from interp.hf import resolve_model
+
+    ref = resolve_model(spec)
+    if ref.kind == "checkpoint":
+        return ref.load(), ref.load_tokenizer()
+    loaded = ref.load(attn_implementation=attn_implementation)
+    return loaded, loaded.tokenizer
+
+
+def _row(cond: Condition, losses: Tensor, baseline: Tensor, groups: Mapping[str, Sequence[int]],
+         remove: Mapping[int, Tensor], confidence: float) -> dict[str, Any]:
+    delta, lo, hi = paired_delta(losses, baseline, confidence)
+    layers = groups.get(cond.group, []) if cond.kind == "neurons" else ([cond.layer] if cond.kind == "skip_mlp" else [])
+    return {"kind": cond.kind, "label": cond.label, "group": cond.group,
+            "layers": f"{layers[0]}-{layers[-1]}" if layers else None, "fraction": cond.fraction,
+            "selection": cond.selection, "seed": cond.seed, "layer": cond.layer,
+            "n_neurons_removed": int(sum(len(i) for i in remove.values())), "loss": float(losses.mean()),
+            "delta": delta, "delta_ci_low": lo, "delta_ci_high": hi}
+
+
+def run_pretrained_ablation(cfg: AblationConfig, loaded: Any = None,
+                            log: Callable[[str], None] | None = print, tokenizer: Any = None) -> pd.DataFrame:
+    """Run every condition of `cfg` on a model; one tidy row per condition (COLUMNS).
+
+    loaded: an already-loaded model (LoadedModel, HF causal LM, TaperedLM; tests, notebooks); None loads
+        `cfg.model` through interp.hf.resolve_model: a registry name, .gguf, HF directory, hub id or one of
+        our checkpoints (with the tokenizer it was trained with).
+    tokenizer: the tokenizer, when `loaded` carries none (a bare HF model or a TaperedLM).
+    log: progress lines (condition, loss, elapsed, ETA); None for silence.
+    """
+    import pandas as pd
+
+    from interp._util.provenance import versions_string
+
+    cfg.validate()
+    say = log or (lambda _msg: None)
+    if cfg.threads:
+        torch.set_num_threads(int(cfg.threads))
+    if loaded is None:
+        loaded, tokenizer = _load(cfg.model, cfg.attn_implementation)
+    tokenizer = tokenizer if tokenizer is not None else getattr(loaded, "tokenizer", None)
+    if tokenizer is None:
+        raise ValueError(f"run_pretrained_ablation: {type(loaded).__name__} carries no tokenizer; pass tokenizer=")
+    seqs = _load_sequences(cfg, tokenizer)
+    n_layers = len(mlp_sites(loaded))
+    groups = layer_groups(n_layers)   # always the thirds; cfg.groups only picks which are ablated
+    conditions = build_conditions(n_layers, cfg.fractions, cfg.seeds, cfg.groups, cfg.selections,
+                                  None if cfg.skip_layers is None else list(cfg.skip_layers))
+    amp = DTYPES[cfg.dtype]
+    eval_batches = list(seqs.eval.split(cfg.batch_size))
+    say(f"[ablate] {cfg.model}: {n_layers} layers, thirds "
+        + ", ".join(f"{g} {v[0]}-{v[-1]}" for g, v in groups.items())
+        + f"; {len(conditions)} conditions x {seqs.eval.numel()} eval tokens + {seqs.score.numel()} scoring tokens")
+
+    start = time.perf_counter()
+    scores, score_tokens = contribution_scores(loaded, seqs.score.split(cfg.batch_size), amp)
+    fp32_baseline = math.nan
+    if amp is not None:   # the documented check: bf16 autocast must not move the baseline by >= 1%
+        fp32_baseline = float(sequence_losses(loaded, eval_batches, None).mean())
+    say(f"[ablate] scored {score_tokens} tokens in {time.perf_counter() - start:.0f}s")
+
+    rows, baseline = [], None
+    for i, cond in enumerate(conditions):
+        remove = removals(cond, scores, groups)
+        with ablated(loaded, remove=remove, skip=[cond.layer] if cond.kind == "skip_mlp" else []):
+            losses = sequence_losses(loaded, eval_batches, amp)
+        if baseline is None:
+            if cond.kind != "baseline":
+                raise AssertionError("build_conditions must put the baseline first")
+            baseline = losses
+            if amp is not None and abs(float(losses.mean()) / fp32_baseline - 1) >= 0.01:
+                say(f"[ablate] WARNING: {cfg.dtype} baseline {float(losses.mean()):.4f} differs from fp32 "
+                    f"{fp32_baseline:.4f} by >= 1%; rerun with dtype='float32'")
+        rows.append(_row(cond, losses, baseline, groups, remove, cfg.confidence))
+        elapsed = time.perf_counter() - start
+        say(f"[ablate] {i + 1}/{len(conditions)} {cond.label:<26} loss {rows[-1]['loss']:.4f} "
+            f"delta {rows[-1]['delta']:+.4f}  {elapsed:.0f}s, ETA {elapsed / (i + 1) * (len(conditions) - i - 1):.0f}s")
+
+    df = pd.DataFrame(rows)
+    df["model"] = cfg.model
+    df["n_tokens"] = seqs.eval.shape[0] * (seqs.eval.shape[1] - 1)     # predicted tokens per condition
+    df["n_sequences"] = seqs.eval.shape[0]
+    df["seq_len"] = cfg.seq_len
+    df["score_tokens"] = score_tokens
+    df["text_source"] = seqs.source
+    df["text_sha256"] = seqs.sha256
+    df["dtype"] = cfg.dtype
+    df["fp32_baseline_loss"] = fp32_baseline if amp is not None else float(baseline.mean())
+    df["packages"] = versions_string()
+    return df.reindex(columns=list(COLUMNS))

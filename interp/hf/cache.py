@@ -1,0 +1,61 @@
+"""The dequantized-model cache: a GGUF model dequantized once to fp32 and saved as safetensors.
+
+Why: transformers dequantizes GGUF to plain fp32 `nn.Linear`s, which takes ~12 s; the saved copy loads
+in well under a second. One folder per (model name, weights fingerprint) under cache_dir("pretrained"),
+written to a temporary folder and renamed, so a crash never leaves half a cache.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from interp._util.io import complete_safetensors
+from interp._util.paths import CONFIG_FILE, WEIGHTS_FILE, cache_dir
+
+if TYPE_CHECKING:
+    from torch import nn
+
+CACHE_SUBDIR = "pretrained"
+ORIGIN_FILE = "interp_origin.json"   # beside a cached model: which GGUF it came from, package versions
+
+
+def _cache_path(name: str, key: str) -> Path:
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("_") or "model"
+    return cache_dir(CACHE_SUBDIR) / f"{safe}-{key}"
+
+
+def _valid_cache(path: Path) -> bool:
+    """A cache is usable when its config, tokenizer and complete safetensors are all there."""
+    if not (path / CONFIG_FILE).is_file() or not (path / "tokenizer_config.json").is_file():
+        return False
+    return complete_safetensors(path / WEIGHTS_FILE)
+
+
+def _drop_quantization_state(model: nn.Module) -> None:
+    """A GGUF-loaded model holds plain fp32 weights but still claims to be quantized: save_pretrained
+    refuses it, and a saved config would re-attach the GGUF quantizer on every cached load."""
+    model.hf_quantizer = None
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+
+
+def _save_cache(model: nn.Module, tokenizer: Any, path: Path, origin: dict[str, str]) -> None:
+    """save_pretrained into a temp dir beside `path`, then rename: a crash never leaves half a cache."""
+    from interp._util.provenance import package_versions
+
+    tmp = path.parent / f".tmp-{path.name}-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    (tmp / ORIGIN_FILE).write_text(json.dumps({**origin, "packages": package_versions()}, indent=2))
+    if path.exists():
+        if _valid_cache(path):  # another process won the race
+            shutil.rmtree(tmp, ignore_errors=True)
+            return
+        shutil.rmtree(path)
+    os.replace(tmp, path)

@@ -1,0 +1,194 @@
+"""Loading a pretrained causal LM offline: LoadedModel, load_pretrained, load_tokenizer.
+
+What a spec names is decided by interp.hf.resolve (the only resolver); this module loads each kind:
+  registry / gguf   dequantize the GGUF to fp32 once, then read the cache (interp.hf.cache);
+  hf_dir / hub      AutoModelForCausalLM.from_pretrained (a hub id fails fast offline, with the fix);
+  checkpoint        refused: ours are TaperedLMs, loaded by interp.training.checkpoints (or ModelRef.load()).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from interp._util.io import file_fingerprint
+from interp.hf.adapters import SiteMap, layer_modules, site_map_for
+from interp.hf.cache import _cache_path, _drop_quantization_state, _save_cache, _valid_cache
+from interp.hf.registry import DEFAULT_MODEL, REGISTRY
+from interp.hf.resolve import GGUF_SUFFIX, ModelRef, ModelResolutionError, resolve_model
+
+
+@dataclass
+class LoadedModel:
+    """An HF causal LM (fp32 unless asked otherwise, eval mode) with what the probes need to hook it."""
+
+    model: nn.Module
+    tokenizer: Any
+    name: str            # registry name, or the path / hub id as given
+    source: str          # resolved file/dir path or hub id the weights came from
+    architecture: str    # type(model).__name__
+    sites: SiteMap
+    from_cache: bool = False          # weights read from the dequantized safetensors cache
+    timings: dict[str, float] = field(default_factory=dict)  # {"model_s", "tokenizer_s", "total_s"}
+
+    def n_layers(self) -> int:
+        return len(layer_modules(self))
+
+    @property
+    def d_model(self) -> int:
+        return int(self.model.config.hidden_size)
+
+    @property
+    def d_mlp(self) -> int:
+        """MLP width (uniform in every HF model we know; GPT-2 stores None for its default 4 * d_model)."""
+        cfg = self.model.config
+        return int(getattr(cfg, "intermediate_size", None) or getattr(cfg, "n_inner", None) or 4 * self.d_model)
+
+
+@dataclass(frozen=True)
+class _Gguf:
+    """A GGUF model: the name of its cache folder, its file and a cheap key of its weights."""
+
+    cache_name: str
+    locate: Callable[[], Path]      # may assemble the file (Gemma3), so called only on a cache miss
+    cache_key: Callable[[], str]
+
+    def cache_path(self) -> Path:
+        return _cache_path(self.cache_name, self.cache_key())
+
+
+def _gguf(ref: ModelRef) -> _Gguf:
+    if ref.kind == "registry":
+        entry = REGISTRY[ref.spec]
+        return _Gguf(ref.spec, entry.locate, entry.cache_key)
+    path = ref.path if ref.path.is_file() else sorted(ref.path.glob(f"*{GGUF_SUFFIX}"))[0]  # resolve: exactly one
+    path = path.resolve()
+    return _Gguf(path.stem, lambda: path, lambda: file_fingerprint(path))
+
+
+def _pretrained_only(ref: ModelRef) -> None:
+    if ref.kind == "checkpoint":
+        raise ModelResolutionError(
+            f"{ref.path}: one of our tapered checkpoints, not a pretrained model; load it with "
+            f"interp.training.checkpoints.load_checkpoint, or interp.hf.resolve_model({ref.spec!r}).load() / "
+            f".load_tokenizer() (the probes and ablations accept both)")
+
+
+def _from_pretrained(where: str, gguf_file: str | None, dtype: torch.dtype, attn_implementation: str,
+                     timings: dict[str, float]):
+    """Tokenizer and model from a directory / hub id (with gguf_file: dequantize that GGUF to fp32)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    start = time.perf_counter()
+    tokenizer = AutoTokenizer.from_pretrained(where, gguf_file=gguf_file)
+    timings["tokenizer_s"] = time.perf_counter() - start
+    start = time.perf_counter()
+    model = AutoModelForCausalLM.from_pretrained(where, gguf_file=gguf_file, dtype=dtype,
+                                                 attn_implementation=attn_implementation)
+    timings["model_s"] = time.perf_counter() - start
+    return model, tokenizer
+
+
+def _hub_error(hub_id: str, err: Exception) -> OSError:
+    offline = os.environ.get("HF_HUB_OFFLINE") or os.environ.get("TRANSFORMERS_OFFLINE")
+    return OSError(
+        f"hub model {hub_id!r} is not available{' offline (HF_HUB_OFFLINE is set)' if offline else ''}: install a "
+        f"registered model (`interp models` lists them: {', '.join(REGISTRY)}) or pass a local HF directory / "
+        f".gguf path. Cause: {type(err).__name__}: {(str(err).splitlines() or [''])[0][:200]}")
+
+
+def _hf_source(ref: ModelRef) -> str:
+    """What from_pretrained reads for an hf_dir / hub ref."""
+    return str(ref.path.resolve()) if ref.kind == "hf_dir" else ref.spec
+
+
+def tokenizer_of(ref: ModelRef) -> Any:
+    """The tokenizer load_model(ref) pairs with the model, without loading the weights (reads the cache
+    when it is valid)."""
+    from transformers import AutoTokenizer
+
+    _pretrained_only(ref)
+    if ref.kind in ("registry", "gguf"):
+        gguf = _gguf(ref)
+        path = gguf.cache_path()
+        if _valid_cache(path):
+            return AutoTokenizer.from_pretrained(path)
+        file = gguf.locate()
+        return AutoTokenizer.from_pretrained(file.parent, gguf_file=file.name)
+    try:
+        return AutoTokenizer.from_pretrained(_hf_source(ref))
+    except (OSError, ValueError) as err:
+        if ref.kind == "hub":
+            raise _hub_error(ref.spec, err) from err
+        raise
+
+
+def load_model(ref: ModelRef, dtype: torch.dtype = torch.float32, use_cache: bool = True,
+               attn_implementation: str = "eager") -> LoadedModel:
+    """The LoadedModel of a resolved pretrained model (see load_pretrained)."""
+    _pretrained_only(ref)
+    start = time.perf_counter()
+    timings: dict[str, float] = {}
+    from_cache = False
+    if ref.kind in ("registry", "gguf"):
+        gguf = _gguf(ref)
+        path = gguf.cache_path()
+        if use_cache and _valid_cache(path):
+            source = str(path)
+            model, tokenizer = _from_pretrained(source, None, dtype, attn_implementation, timings)
+            from_cache = True
+        else:
+            file = gguf.locate()
+            # GGUF dequantizes to fp32; cache that, then cast, so one cache serves every dtype.
+            model, tokenizer = _from_pretrained(str(file.parent), file.name, torch.float32,
+                                                attn_implementation, timings)
+            _drop_quantization_state(model)
+            if use_cache:
+                _save_cache(model, tokenizer, path, origin={"gguf": str(file), "key": path.name})
+            model = model.to(dtype)
+            source = str(file)
+    else:  # local HF directory or hub id
+        source = _hf_source(ref)
+        try:
+            model, tokenizer = _from_pretrained(source, None, dtype, attn_implementation, timings)
+        except (OSError, ValueError) as err:
+            if ref.kind == "hub":
+                raise _hub_error(source, err) from err
+            raise
+    model.eval()
+    # GGUF-loaded configs lack `architectures`; TransformerBridge (Gemma3) reads it to pick an adapter.
+    model.config.architectures = [type(model).__name__]
+    timings["total_s"] = time.perf_counter() - start
+    return LoadedModel(model=model, tokenizer=tokenizer, name=ref.spec, source=source,
+                       architecture=type(model).__name__, sites=site_map_for(model),
+                       from_cache=from_cache, timings=timings)
+
+
+def load_tokenizer(name_or_path: str = DEFAULT_MODEL) -> Any:
+    """The tokenizer `load_pretrained(name_or_path)` would return, without loading the weights (so callers
+    can check a text is long enough before paying for the model). Reads the cache when it is valid."""
+    return tokenizer_of(resolve_model(name_or_path))
+
+
+def load_pretrained(name_or_path: str = DEFAULT_MODEL, dtype: torch.dtype = torch.float32,
+                    use_cache: bool = True, attn_implementation: str = "eager") -> LoadedModel:
+    """Load a pretrained causal LM offline, in eval mode: a registry name, a .gguf file (or a folder with
+    one), a Hugging Face directory or a hub id (interp.hf.resolve_model decides which).
+
+    use_cache: read/write the dequantized fp32 copy of a GGUF model under
+        cache_dir("pretrained", "<name>-<key>") (first load ~12 s, later loads < 1 s). False always
+        dequantizes from the GGUF file and leaves the cache alone.
+    attn_implementation: "eager" by default so plain torch hooks, TransformerBridge (which forces eager)
+        and nnsight see bit-identical activations; pass "sdpa" for speed when only one backend is used.
+    Thread count is the caller's business (torch.set_num_threads); nothing here changes it.
+    Our own checkpoints are refused with the fix (resolve_model(path).load() loads every kind).
+    """
+    return load_model(resolve_model(name_or_path), dtype=dtype, use_cache=use_cache,
+                      attn_implementation=attn_implementation)
