@@ -117,18 +117,102 @@ def dataclass_from_args(cls: type, args: argparse.Namespace, exclude: Iterable[s
     return cls(**{**given_options(cls, args, exclude), **extra})
 
 
-def parse_set_overrides(items: Iterable[str], where: str) -> dict[str, Any]:
-    """--set FIELD=JSON items -> {field: value}; a value that is not JSON is kept as a bare string."""
+def parse_set_overrides(items: Iterable[str], where: str, cls: type | None = None,
+                        extra_fields: dict[str, Any] | None = None) -> dict[str, Any]:
+    """--set FIELD=JSON items -> {field: value}.
+
+    With `cls` (a config dataclass), each FIELD must be one of its fields (or of `extra_fields`: name -> type,
+    e.g. the WidthSpec fields a TrainConfig accepts), VALUE is parsed as JSON and checked against the field's
+    type (coerce_to_type), and anything else is a ValueError naming the field and the expected type. A value
+    that is not JSON is kept as a bare string only where the field takes a string. Without `cls`: JSON, else
+    the bare string (for callers that validate later)."""
+    types_by_field = dict(typing.get_type_hints(cls)) if cls is not None else {}
+    types_by_field.update(extra_fields or {})
     overrides: dict[str, Any] = {}
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise ValueError(f"{where}: --set {item!r} must look like FIELD=VALUE (VALUE as JSON)")
+        if cls is not None and key not in types_by_field:
+            raise ValueError(f"{where}: --set {key}: no such field; known fields: {', '.join(sorted(types_by_field))}")
         try:
-            overrides[key] = json.loads(value)
-        except json.JSONDecodeError:
-            overrides[key] = value
+            parsed = json.loads(value)
+        except json.JSONDecodeError as err:
+            if cls is not None and not _accepts_str(types_by_field[key]):
+                raise ValueError(f"{where}: --set {key}={value!r} is not valid JSON ({err.msg}); {key} expects "
+                                 f"{type_label(types_by_field[key])}") from err
+            parsed = value
+        if cls is not None:
+            parsed = coerce_to_type(parsed, types_by_field[key], f"{where}: --set {key}")
+        overrides[key] = parsed
     return overrides
+
+
+def type_label(tp: Any) -> str:
+    """'int', 'float', 'str | None', 'tuple[float, ...]': how a field's type reads in an error message."""
+    if isinstance(tp, type) and typing.get_origin(tp) is None:
+        return tp.__name__
+    return str(tp).replace("typing.", "")
+
+
+def _accepts_str(tp: Any) -> bool:
+    base, _ = _unwrap_optional(tp)
+    return base is str or base is Any or (typing.get_origin(base) in (typing.Union, types.UnionType)
+                                          and str in typing.get_args(base))
+
+
+def coerce_to_type(value: Any, tp: Any, where: str) -> Any:
+    """`value` (parsed JSON) as the field type `tp`, or a ValueError naming `where` and the expected type:
+    int (not bool), float (an int is accepted), str, bool, None for optional fields, tuple/list (from a JSON
+    list, items checked), dict, and dataclasses with from_dict (from a JSON object)."""
+    base, optional = _unwrap_optional(tp)
+    if value is None:
+        if optional or base is Any:
+            return None
+        raise ValueError(f"{where}: null is not allowed; expects {type_label(tp)}")
+    fail = ValueError(f"{where}={json.dumps(value)}: expects {type_label(tp)}, got {type(value).__name__}")
+    origin = typing.get_origin(base)
+    if base is Any:
+        return value
+    if base is bool:
+        if not isinstance(value, bool):
+            raise fail
+        return value
+    if base is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise fail
+        return value
+    if base is float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise fail
+        return float(value)
+    if base is str:
+        if not isinstance(value, str):
+            raise fail
+        return value
+    if origin in (tuple, list) or base in (tuple, list):
+        if not isinstance(value, list):
+            raise fail
+        args = [a for a in typing.get_args(base) if a is not Ellipsis]
+        if args and (len(args) == 1 or Ellipsis in typing.get_args(base)):  # tuple[X, ...] / list[X]
+            value = [coerce_to_type(v, args[0], f"{where}[{i}]") for i, v in enumerate(value)]
+        elif args:  # a fixed-length tuple[X, Y]
+            if len(value) != len(args):
+                raise ValueError(f"{where}={json.dumps(value)}: expects {type_label(tp)} ({len(args)} items)")
+            value = [coerce_to_type(v, a, f"{where}[{i}]") for i, (v, a) in enumerate(zip(value, args))]
+        return tuple(value) if (origin or base) is tuple else list(value)
+    if origin is dict or base is dict:
+        if not isinstance(value, dict):
+            raise fail
+        return value
+    if dataclasses.is_dataclass(base) and hasattr(base, "from_dict"):
+        if not isinstance(value, dict):
+            raise fail
+        try:
+            return base.from_dict(value)
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"{where}: {err}") from err
+    return value  # a type this checker does not know: the config's own validate() decides
 
 
 def comma_list(item_type: Callable[[str], Any] = str, choices: Iterable[Any] | None = None

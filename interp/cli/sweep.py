@@ -23,8 +23,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from interp._util.config import add_arguments, dataclass_from_args, parse_set_overrides
+from interp._util.config import add_arguments, dataclass_from_args
 from interp._util.paths import FIGURES_DIR
+from interp.training.config import parse_train_overrides
 
 
 def add_experiment_arguments(p: argparse.ArgumentParser, module: ModuleType) -> None:
@@ -41,7 +42,7 @@ def add_experiment_arguments(p: argparse.ArgumentParser, module: ModuleType) -> 
 def config_from_args(module: ModuleType, args: argparse.Namespace, command: str) -> Any:
     """The analysis module's Config for these arguments (no training): testable without a shell."""
     try:
-        overrides = parse_set_overrides(args.set, command)
+        overrides = parse_train_overrides(args.set, command)
     except ValueError as err:
         raise SystemExit(str(err)) from err
     cfg = dataclass_from_args(module.Config, args, overrides=overrides)

@@ -15,9 +15,9 @@ import argparse
 import dataclasses
 import sys
 
-from interp._util.config import add_arguments, given_options, parse_set_overrides
+from interp._util.config import add_arguments, given_options
 from interp.schedules import PROFILES, SCHEDULES
-from interp.training.config import TrainConfig
+from interp.training.config import TrainConfig, parse_train_overrides
 from interp.training.presets import PRESETS
 
 EXIT_INTERRUPTED = 130
@@ -61,8 +61,12 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
     width = {k: getattr(args, k) for k in ("schedule", "start", "end", "profile", "multiple")
              if getattr(args, k) is not None}
     try:
+        sets = parse_train_overrides(args.set, "interp train")
+    except ValueError as err:  # the message names the field and the expected type
+        raise SystemExit(str(err)) from err
+    try:
         overrides = {**width, **given_options(TrainConfig, args, exclude=OWN_FLAGS), "out_dir": args.out_dir,
-                     **parse_set_overrides(args.set, "interp train")}
+                     **sets}
         return TrainConfig.from_preset(args.preset, **overrides)
     except ValueError as err:
         raise SystemExit(f"interp train: {err}") from err

@@ -143,7 +143,9 @@ class TrainConfig:
 
     def model_config(self, vocab_size: int):
         """The interp.model.ModelConfig this config trains, for a tokenizer with `vocab_size` ids."""
-        from interp.model.config import ModelConfig  # imports the mixer registry (torch): not at module level
+        from interp.model.config import (
+            ModelConfig,  # imports the mixer registry (torch): not at module level
+        )
 
         return ModelConfig(vocab_size=vocab_size, d_model=self.d_model, n_layers=self.n_layers,
                            n_heads=self.n_heads, d_mlp=self.width.widths(self.n_layers, self.d_ff),
@@ -163,3 +165,13 @@ def config_diff(stored: dict, cfg: TrainConfig) -> list[str]:
     new = json.loads(json.dumps(cfg.to_dict()))  # tuples -> lists, as stored
     keys = (set(stored) | set(new)) - set(RUNTIME_FIELDS)
     return [f"{k}: {stored.get(k)!r} -> {new.get(k)!r}" for k in sorted(keys) if stored.get(k) != new.get(k)]
+
+
+def parse_train_overrides(items: list[str], where: str) -> dict:
+    """`--set FIELD=JSON` items for a TrainConfig, parsed and type-checked against its fields (and the WidthSpec
+    fields it accepts: schedule, start, end, ...): a bad value is refused with the field and the expected type."""
+    import typing
+
+    from interp._util.config import parse_set_overrides
+
+    return parse_set_overrides(items, where, TrainConfig, extra_fields=typing.get_type_hints(WidthSpec))
