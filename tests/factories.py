@@ -34,6 +34,10 @@ def tiny_config(**overrides: Any) -> ModelConfig:
     return ModelConfig(**kwargs)
 
 
+# The smallest shape the tests use (2 layers, d_model 16, n_ctx 8): tiny_lm(**TWO_LAYERS).
+TWO_LAYERS: dict[str, Any] = dict(d_model=16, n_heads=2, d_mlp=[48, 16], n_ctx=8)
+
+
 def tiny_lm(seed: int = 0, cfg: ModelConfig | None = None, *, train: bool = False, **overrides: Any) -> TaperedLM:
     """A TaperedLM initialised under torch.manual_seed(seed), of `cfg` or tiny_config(**overrides); eval
     mode unless train=True."""
