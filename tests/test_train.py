@@ -38,21 +38,19 @@ from interp.training.checkpoints import (
     validate_checkpoint,
 )
 from interp.training.presets import PRESETS
-from tests.corpus import private_cache, write_corpus
+from tests.factories import write_corpus
 
 PYTHON = sys.executable
 
 
 @pytest.fixture(scope="module")
-def env(tmp_path_factory):
+def env(tmp_path_factory, module_cache):
     """A 40-document synthetic corpus and a private cache; returns (corpus path, env dict, TokenData)."""
-    root = tmp_path_factory.mktemp("train")
-    corpus = write_corpus(root / "corpus", n_docs=40, sentences=60)
-    with private_cache(root / "cache"):
-        from interp.data import prepare_tokens
+    from interp.data import prepare_tokens
 
-        data = prepare_tokens(str(corpus), "bpe", PRESETS["micro"]["vocab_size"], val_fraction=0.25)
-        yield corpus, {**os.environ, "OMP_NUM_THREADS": "1"}, data
+    corpus = write_corpus(tmp_path_factory.mktemp("train") / "corpus", n_docs=40, sentences=60)
+    data = prepare_tokens(str(corpus), "bpe", PRESETS["micro"]["vocab_size"], val_fraction=0.25)
+    return corpus, {**os.environ, "OMP_NUM_THREADS": "1"}, data
 
 
 def micro(env, out: Path, **overrides) -> TrainConfig:
