@@ -16,7 +16,13 @@ import torch.nn.functional as F
 
 from interp import ablations as ab
 from interp.hf import LoadedModel
-from tests.factories import as_loaded, random_tokens, tiny_hf, tiny_lm, word_tokenizer_json
+from tests.factories import (
+    as_loaded,
+    random_tokens,
+    tiny_hf,
+    tiny_lm,
+    word_tokenizer_json,
+)
 
 N_LAYERS, D_MODEL, D_MLP, VOCAB = 3, 32, 64, 100
 
@@ -266,7 +272,6 @@ def test_plot_and_analysis_render(tiny_table, tmp_path):
 
 def test_config_from_args():
     from analyses import pretrained_ablation as pa
-
     from interp.cli import build_parser
     from interp.cli.ablate import pretrained_config
 

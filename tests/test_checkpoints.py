@@ -20,7 +20,6 @@ from interp.training.checkpoints import (
 )
 from tests.factories import TWO_LAYERS, tiny_lm
 
-
 make_model = functools.partial(tiny_lm, **TWO_LAYERS)  # vocab 64, d_mlp [48, 16]
 
 

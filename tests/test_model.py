@@ -271,9 +271,8 @@ def test_schedule_widths_share_params_and_flops_with_uniform():
 # --- init, config, registry --------------------------------------------------------------------
 
 def test_init_scales_residual_writers():
-    torch.manual_seed(0)
     cfg = ModelConfig(vocab_size=VOCAB, d_model=64, n_layers=8, n_heads=2, d_mlp=[128] * 8)
-    model = TaperedLM(cfg)
+    model = tiny_lm(cfg=cfg)  # seed 0
     out_std = cfg.init_std / math.sqrt(2 * cfg.n_layers)
     assert model.blocks[3].attn.o_proj.weight.std().item() == pytest.approx(out_std, rel=0.05)
     assert model.blocks[3].mlp.down_proj.weight.std().item() == pytest.approx(out_std, rel=0.05)

@@ -15,7 +15,6 @@ from interp._util.paths import CONFIG_FILE, WEIGHTS_FILE
 from interp.training import checkpoints
 from tests.factories import TWO_LAYERS, as_loaded, tiny_hf, tiny_lm, word_tokenizer
 
-
 SMALL_HF = dict(d_model=16, d_mlp=32, n_layers=2, n_heads=2, n_kv_heads=1, n_ctx=32)  # vocab 64
 
 

@@ -29,7 +29,6 @@ from interp._util.paths import (
 )
 from interp.cli import build_parser
 from interp.cli.train import config_from_args
-from interp.model import TaperedLM
 from interp.schedules import WidthSpec
 from interp.training import TrainConfig, Trainer, config_diff, lr_at
 from interp.training.checkpoints import (
@@ -38,7 +37,7 @@ from interp.training.checkpoints import (
     validate_checkpoint,
 )
 from interp.training.presets import PRESETS
-from tests.factories import write_corpus
+from tests.factories import tiny_lm, write_corpus
 
 PYTHON = sys.executable
 
@@ -74,8 +73,7 @@ def weights(run_dir: Path) -> dict[str, torch.Tensor]:
 def initial_weights(env) -> dict[str, torch.Tensor]:
     """Untrained micro weights (same seed as a run): shows a comparison is not between two inits."""
     cfg = micro(env, Path("unused"))
-    torch.manual_seed(cfg.seed)
-    return TaperedLM(cfg.model_config(env[2].vocab_size)).state_dict()
+    return tiny_lm(cfg.seed, cfg.model_config(env[2].vocab_size), train=True).state_dict()
 
 
 # ------------------------------------------------------------------------------------------ config
