@@ -34,7 +34,7 @@ class CharTokenizer:
         return [ord(c) % VOCAB for c in text]
 
 
-def tiny_loaded(arch: str, name: str, seed: int = 0) -> LoadedModel:
+def tiny_loaded_hf(arch: str, name: str, seed: int = 0) -> LoadedModel:
     """A tiny random `arch` (4 heads, 2 KV heads, n_ctx 64) with large init (ablations visibly matter)."""
     model = tiny_hf(arch, seed, vocab_size=VOCAB, d_model=D_MODEL, d_mlp=D_MLP, n_layers=N_LAYERS,
                     initializer_range=0.2)
@@ -42,7 +42,7 @@ def tiny_loaded(arch: str, name: str, seed: int = 0) -> LoadedModel:
 
 
 def tiny_llama(seed: int = 0) -> LoadedModel:
-    return tiny_loaded("LlamaForCausalLM", "tiny-llama", seed)
+    return tiny_loaded_hf("LlamaForCausalLM", "tiny-llama", seed)
 
 
 @pytest.fixture(scope="module")
@@ -307,7 +307,7 @@ def test_smollm2_skipping_layer0_mlp_costs_loss():
 
 def test_gpt2_conv1d_down_projection_masks_scores_and_skips(tokens):
     """GPT-2's down projection is c_proj, a Conv1D with weight [in = d_mlp, out = d_model]: neuron i is ROW i."""
-    tiny = tiny_loaded("GPT2LMHeadModel", "tiny-gpt2")
+    tiny = tiny_loaded_hf("GPT2LMHeadModel", "tiny-gpt2")
     sites = ab.mlp_sites(tiny)
     assert all(type(s.down).__name__ == "Conv1D" and s.width == D_MLP for s in sites)
     remove = {1: torch.arange(0, D_MLP, 3)}
