@@ -1,4 +1,10 @@
-"""Shared test setup: offline mode everywhere, so nothing ever waits on a hub."""
+"""Shared test setup: offline mode everywhere, one torch thread, and the fixtures that write tiny models.
+
+In-memory builders (tiny_lm, tiny_hf, random_tokens, word tokenizers) are plain functions in
+tests/factories.py, imported where needed; the fixtures here are the ones that touch files, the
+environment or a scope: factory fixtures rooted at the test's tmp_path, the SmolLM2 tokenizer (loaded once
+per session) and private INTERP_CACHE_DIRs.
+"""
 
 import os
 
@@ -7,8 +13,66 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("MPLBACKEND", "Agg")
 
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
 import torch  # noqa: E402
+
+from tests import factories  # noqa: E402
 
 # Tiny test models run ~20x slower with 2 threads on a shared 2-core machine; one thread is also
 # what makes float results reproducible across runs. Tests that need more set it themselves.
 torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """One intra-op thread for a module of tiny-input tests, even after a test raised it; restored after."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def _under(root: Path, path: str | Path) -> Path:
+    return root / path  # an absolute path stays as it is
+
+
+@pytest.fixture
+def tiny_checkpoint(tmp_path):
+    """make(path="run", model=None, config=None, tokenizer=None) -> one of our checkpoint dirs (relative
+    paths under tmp_path); see factories.tiny_checkpoint."""
+    def make(path: str | Path = "run", model=None, config: dict | None = None, tokenizer=None) -> Path:
+        return factories.tiny_checkpoint(_under(tmp_path, path), model, config, tokenizer=tokenizer)
+    return make
+
+
+@pytest.fixture
+def save_pretrained_dir(tmp_path):
+    """make(path, model, tokenizer=None) -> a save_pretrained directory (relative paths under tmp_path)."""
+    def make(path: str | Path, model, tokenizer=None) -> Path:
+        return factories.save_pretrained_dir(_under(tmp_path, path), model, tokenizer)
+    return make
+
+
+@pytest.fixture(scope="session")
+def smollm2_tokenizer():
+    """SmolLM2's tokenizer (vocab factories.SMOLLM2_VOCAB), from the installed package; needs no weights."""
+    from interp.hf import load_tokenizer
+
+    return load_tokenizer("smollm2-135m")
+
+
+@pytest.fixture
+def private_cache(tmp_path, monkeypatch) -> Path:
+    """INTERP_CACHE_DIR = tmp_path/cache for one test: tokenizers and token files never touch the shared cache."""
+    path = tmp_path / "cache"
+    monkeypatch.setenv("INTERP_CACHE_DIR", str(path))
+    return path
+
+
+@pytest.fixture(scope="module")
+def module_cache(tmp_path_factory):
+    """A private INTERP_CACHE_DIR for a whole module (its module fixtures train or tokenize once)."""
+    with factories.private_cache(tmp_path_factory.mktemp("cache")) as path:
+        yield path

@@ -1,7 +1,7 @@
 """interp.ablations (neuron masks, MLP skips, scores, paired deltas), its figure and its analysis module.
 
-Unit tests use a tiny random Llama (3 layers, hidden 32, intermediate 64, vocab 100) built here with
-transformers' LlamaConfig and wrapped as a LoadedModel; every numeric check is against an independent
+Unit tests use a tiny random Llama (3 layers, hidden 32, intermediate 64, vocab 100) built with
+tests.factories.tiny_hf and wrapped as a LoadedModel; every numeric check is against an independent
 computation (edited weight copies, activations recomputed from the weights by hand).
 """
 
@@ -15,7 +15,14 @@ import torch
 import torch.nn.functional as F
 
 from interp import ablations as ab
-from interp.hf import LoadedModel, site_map_for
+from interp.hf import LoadedModel
+from tests.factories import (
+    as_loaded,
+    random_tokens,
+    tiny_hf,
+    tiny_lm,
+    word_tokenizer_json,
+)
 
 N_LAYERS, D_MODEL, D_MLP, VOCAB = 3, 32, 64, 100
 
@@ -27,16 +34,15 @@ class CharTokenizer:
         return [ord(c) % VOCAB for c in text]
 
 
-def tiny_llama(seed: int = 0) -> LoadedModel:
-    from transformers import LlamaConfig, LlamaForCausalLM
+def tiny_loaded_hf(arch: str, name: str, seed: int = 0) -> LoadedModel:
+    """A tiny random `arch` (4 heads, 2 KV heads, n_ctx 64) with large init (ablations visibly matter)."""
+    model = tiny_hf(arch, seed, vocab_size=VOCAB, d_model=D_MODEL, d_mlp=D_MLP, n_layers=N_LAYERS,
+                    initializer_range=0.2)
+    return as_loaded(model, CharTokenizer(), name=name)
 
-    torch.manual_seed(seed)
-    cfg = LlamaConfig(vocab_size=VOCAB, hidden_size=D_MODEL, intermediate_size=D_MLP, num_hidden_layers=N_LAYERS,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
-                      initializer_range=0.2, attn_implementation="eager")
-    model = LlamaForCausalLM(cfg).eval()
-    return LoadedModel(model=model, tokenizer=CharTokenizer(), name="tiny-llama", source="test",
-                       architecture=type(model).__name__, sites=site_map_for(model))
+
+def tiny_llama(seed: int = 0) -> LoadedModel:
+    return tiny_loaded_hf("LlamaForCausalLM", "tiny-llama", seed)
 
 
 @pytest.fixture(scope="module")
@@ -46,12 +52,25 @@ def tiny():
 
 @pytest.fixture(scope="module")
 def tokens():
-    return torch.randint(0, VOCAB, (3, 12), generator=torch.Generator().manual_seed(1))
+    return random_tokens(VOCAB, batch=3, pos=12)
 
 
 def logits(loaded, toks):
     with torch.no_grad():
         return loaded.model(toks).logits
+
+
+def mlp_inputs(loaded, layers, toks) -> dict[int, torch.Tensor]:
+    """Each layer's MLP input [batch, pos, d_model] in one forward, from pre-hooks removed afterwards."""
+    inputs = {}
+    handles = [layer.mlp.register_forward_pre_hook(lambda m, a, l=l: inputs.__setitem__(l, a[0].detach()))
+               for l, layer in enumerate(layers)]
+    try:
+        logits(loaded, toks)
+    finally:
+        for h in handles:
+            h.remove()
+    return inputs
 
 
 # ------------------------------------------------------------------------------------------ masks and skips
@@ -123,11 +142,7 @@ def test_hooks_are_removed_after_each_condition_and_on_error(tiny, tokens):
 
 
 def test_tapered_lm_is_supported_with_per_layer_widths():
-    from interp.model import ModelConfig, TaperedLM
-
-    torch.manual_seed(0)
-    model = TaperedLM(ModelConfig(vocab_size=50, d_model=32, n_layers=3, n_heads=4, d_mlp=[96, 64, 32],
-                                  n_ctx=16, init_std=0.2)).eval()
+    model = tiny_lm(vocab_size=50, n_ctx=16, init_std=0.2)  # d_mlp [96, 64, 32]
     assert [s.width for s in ab.mlp_sites(model)] == [96, 64, 32]
     toks = torch.randint(0, 50, (2, 8))
     with torch.no_grad(), ab.ablated(model, remove={2: torch.arange(32)}):
@@ -140,14 +155,7 @@ def test_tapered_lm_is_supported_with_per_layer_widths():
 # ------------------------------------------------------------------------------------------ scores and selection
 
 def test_contribution_scores_match_a_naive_computation(tiny, tokens):
-    inputs = {}
-    handles = [layer.mlp.register_forward_pre_hook(lambda m, a, l=l: inputs.__setitem__(l, a[0].detach()))
-               for l, layer in enumerate(tiny.model.model.layers)]
-    try:
-        logits(tiny, tokens)
-    finally:
-        for h in handles:
-            h.remove()
+    inputs = mlp_inputs(tiny, tiny.model.model.layers, tokens)
     scores, n = ab.contribution_scores(tiny, tokens.split(2))   # two batches: the sums must stream
     assert n == tokens.numel()
     for l, layer in enumerate(tiny.model.model.layers):
@@ -264,7 +272,6 @@ def test_plot_and_analysis_render(tiny_table, tmp_path):
 
 def test_config_from_args():
     from analyses import pretrained_ablation as pa
-
     from interp.cli import build_parser
     from interp.cli.ablate import pretrained_config
 
@@ -298,19 +305,9 @@ def test_smollm2_skipping_layer0_mlp_costs_loss():
 # ------------------------------------------------------------------------------------------ other architectures
 
 
-def tiny_gpt2(seed: int = 0) -> LoadedModel:
-    from transformers import GPT2Config, GPT2LMHeadModel
-
-    torch.manual_seed(seed)
-    model = GPT2LMHeadModel(GPT2Config(vocab_size=VOCAB, n_embd=D_MODEL, n_inner=D_MLP, n_layer=N_LAYERS, n_head=4,
-                                       n_positions=64, initializer_range=0.2, attn_implementation="eager")).eval()
-    return LoadedModel(model=model, tokenizer=CharTokenizer(), name="tiny-gpt2", source="test",
-                       architecture=type(model).__name__, sites=site_map_for(model))
-
-
 def test_gpt2_conv1d_down_projection_masks_scores_and_skips(tokens):
     """GPT-2's down projection is c_proj, a Conv1D with weight [in = d_mlp, out = d_model]: neuron i is ROW i."""
-    tiny = tiny_gpt2()
+    tiny = tiny_loaded_hf("GPT2LMHeadModel", "tiny-gpt2")
     sites = ab.mlp_sites(tiny)
     assert all(type(s.down).__name__ == "Conv1D" and s.width == D_MLP for s in sites)
     remove = {1: torch.arange(0, D_MLP, 3)}
@@ -330,14 +327,7 @@ def test_gpt2_conv1d_down_projection_masks_scores_and_skips(tokens):
     torch.testing.assert_close(skipped, logits(LoadedModel(ref, None, "", "", "", tiny.sites), tokens),
                                atol=1e-6, rtol=0)
     # scores: |act(c_fc(x))| averaged over tokens times the norm of c_proj's row i
-    inputs = {}
-    handles = [layer.mlp.register_forward_pre_hook(lambda m, a, l=l: inputs.__setitem__(l, a[0].detach()))
-               for l, layer in enumerate(tiny.model.transformer.h)]
-    try:
-        logits(tiny, tokens)
-    finally:
-        for h in handles:
-            h.remove()
+    inputs = mlp_inputs(tiny, tiny.model.transformer.h, tokens)
     scores, _ = ab.contribution_scores(tiny, tokens.split(2))
     for l, layer in enumerate(tiny.model.transformer.h):
         with torch.no_grad():
@@ -346,24 +336,16 @@ def test_gpt2_conv1d_down_projection_masks_scores_and_skips(tokens):
         torch.testing.assert_close(scores[l], naive, atol=1e-6, rtol=1e-5)
 
 
-def test_our_checkpoint_through_the_cli(tmp_path):
+def test_our_checkpoint_through_the_cli(tmp_path, tiny_checkpoint):
     """`interp ablate pretrained --model CKPT`: a TaperedLM with the tokenizer its config.json names."""
     import pandas as pd
-    from tokenizers import Tokenizer, models, pre_tokenizers
 
     from interp.cli import main
-    from interp.model import ModelConfig, TaperedLM
-    from interp.training.checkpoints import save_checkpoint
 
     words = "the quick brown fox jumps over lazy dog and runs far away".split()
-    tok = Tokenizer(models.WordLevel(vocab={"[UNK]": 0, "<|endoftext|>": 1,
-                                                **{w: i + 2 for i, w in enumerate(words)}}, unk_token="[UNK]"))
-    tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    tok.save(str(tmp_path / "tokenizer.json"))
-    torch.manual_seed(0)
-    model = TaperedLM(ModelConfig(vocab_size=16, d_model=16, n_layers=3, n_heads=2, d_mlp=[48, 32, 16], n_ctx=16,
-                                  init_std=0.2))
-    save_checkpoint(tmp_path / "run", model, {"train": {"tokenizer": str(tmp_path / "tokenizer.json")}})
+    tok_file = word_tokenizer_json(tmp_path / "tokenizer.json", words, specials=("[UNK]", "<|endoftext|>"))
+    model = tiny_lm(vocab_size=16, d_model=16, n_heads=2, d_mlp=[48, 32, 16], n_ctx=16, init_std=0.2)
+    tiny_checkpoint(tmp_path / "run", model, tokenizer=tok_file)
     text = tmp_path / "text.txt"
     text.write_text(" ".join(words[i % 7] + " " + words[(i * 5) % 12] for i in range(200)))
     argv = ["ablate", "pretrained", "--model", str(tmp_path / "run"), "--text", str(text), "--seq-len", "16",

@@ -26,7 +26,7 @@ from interp._util.paths import CONFIG_FILE, REPO_ROOT, WEIGHTS_FILE
 from interp.cli import main
 from interp.probes import batch
 from interp.training import TrainConfig, Trainer
-from tests.corpus import private_cache, write_corpus
+from tests.factories import tiny_hf, write_corpus
 
 STEPS = [2, 4, 6, 8]
 SETTINGS = dict(tokens=64, seq_len=32, batch_size=2, metrics=("rho_mlp", "rho_block"), progress=False)
@@ -34,18 +34,17 @@ VALUE_COLUMNS = ["path", "run", "step", "status", "key", "layer", "metric", "mea
 
 
 @pytest.fixture(scope="module")
-def env(tmp_path_factory):
+def env(tmp_path_factory, module_cache):
     """(corpus dir, run dir, text file, environment for subprocesses) with a private cache."""
     root = tmp_path_factory.mktemp("batch")
     corpus = write_corpus(root / "corpus", n_docs=24, sentences=40)
-    with private_cache(root / "cache"):
-        run_dir = root / "runs" / "micro-uniform"
-        cfg = TrainConfig.from_preset("micro", source=str(corpus), val_fraction=0.25, out_dir=str(run_dir),
-                                      threads=1, ckpt_interval=2, keep_step_checkpoints=True, progress=False)
-        assert Trainer(cfg).run()["status"] == "done"
-        text = root / "text.txt"
-        text.write_text((corpus / "doc00.txt").read_text() * 3)
-        yield corpus, run_dir, text, {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO_ROOT)}
+    run_dir = root / "runs" / "micro-uniform"
+    cfg = TrainConfig.from_preset("micro", source=str(corpus), val_fraction=0.25, out_dir=str(run_dir),
+                                  threads=1, ckpt_interval=2, keep_step_checkpoints=True, progress=False)
+    assert Trainer(cfg).run()["status"] == "done"
+    text = root / "text.txt"
+    text.write_text((corpus / "doc00.txt").read_text() * 3)
+    return corpus, run_dir, text, {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO_ROOT)}
 
 
 def copy_run(env, tmp_path: Path, name: str = "micro-uniform") -> Path:
@@ -105,16 +104,15 @@ def test_expand_paths_rules(env, tmp_path):
         batch.expand_paths([empty])
 
 
-def test_file_hash_is_streamed_and_cached_by_size_and_mtime(tmp_path, monkeypatch):
+def test_file_hash_is_streamed_and_cached_by_size_and_mtime(tmp_path, private_cache):
     import hashlib
 
-    monkeypatch.setenv("INTERP_CACHE_DIR", str(tmp_path / "cache"))
     f = tmp_path / "w.bin"
     f.write_bytes(b"abc" * 1000)
     expected = hashlib.sha256(b"abc" * 1000).hexdigest()
     assert batch.file_sha256(f) == expected
     # while (path, size, mtime) are unchanged the cache answers: plant a wrong value and see it returned
-    (entry,) = (tmp_path / "cache" / "hashes").glob("*.json")
+    (entry,) = (private_cache / "hashes").glob("*.json")
     record = json.loads(entry.read_text())
     assert record["path"] == str(f.resolve()) and record["size"] == 3000
     entry.write_text(json.dumps({**record, "sha256": "planted"}))
@@ -342,14 +340,11 @@ def test_batch_cli_takes_reference_and_exclude_massive_dims(env, tmp_path):
     assert set(plain.metric) == {"rho_mlp", "rho_block"} and plain.excluded_dims.isna().all()
 
 
-def test_save_pretrained_dir_is_hf_dir_and_ours_are_checkpoints(env, tmp_path):
+def test_save_pretrained_dir_is_hf_dir_and_ours_are_checkpoints(env, tmp_path, save_pretrained_dir):
     """Classification by what config.json says (interp.hf.resolve), not by file names: both kinds hold
     config.json + model.safetensors."""
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    hf_dir = tmp_path / "zoo" / "llama"
-    LlamaForCausalLM(LlamaConfig(vocab_size=32, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-                                 num_attention_heads=2, num_key_value_heads=1)).save_pretrained(hf_dir)
+    llama = tiny_hf("LlamaForCausalLM", vocab_size=32, d_model=16, d_mlp=32, n_layers=1, n_heads=2, n_kv_heads=1)
+    hf_dir = save_pretrained_dir("zoo/llama", llama)
     assert {p.name for p in hf_dir.iterdir()} >= {CONFIG_FILE, WEIGHTS_FILE}
     shutil.copytree(env[1] / "checkpoints" / "step_000002", tmp_path / "zoo" / "ours")
     found = {t.path.name: t.kind for t in batch.expand_paths([tmp_path / "zoo"])}

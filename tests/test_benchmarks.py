@@ -135,10 +135,9 @@ def test_run_worker_parses_result_and_reports_failures(tmp_path):
 
 def test_strip_hookpoints_keeps_outputs_and_removes_every_hookpoint():
     from benchmarks.bench_hooks import count_hookpoints, strip_hookpoints
-    from interp.model import ModelConfig, TaperedLM
+    from tests.factories import TWO_LAYERS, tiny_lm
 
-    torch.manual_seed(0)
-    model = TaperedLM(ModelConfig(vocab_size=50, d_model=16, n_layers=2, n_heads=2, d_mlp=[48, 16], n_ctx=8))
+    model = tiny_lm(vocab_size=50, **TWO_LAYERS)
     n = count_hookpoints(model)
     assert n == len(model.hook_dict) > 0
     tokens = torch.randint(0, 50, (2, 8))

@@ -1,5 +1,6 @@
 """Checkpoint save/load/validate: round trips, crash safety, and errors that name the file and field."""
 
+import functools
 import json
 import os
 
@@ -7,7 +8,6 @@ import pytest
 import torch
 
 from interp._util.paths import CONFIG_FILE, TRAIN_STATE_FILE, WEIGHTS_FILE
-from interp.model import ModelConfig, TaperedLM
 from interp.training import checkpoints
 from interp.training.checkpoints import (
     CheckpointError,
@@ -18,13 +18,9 @@ from interp.training.checkpoints import (
     save_train_state,
     validate_checkpoint,
 )
+from tests.factories import TWO_LAYERS, tiny_lm
 
-
-def make_model(seed: int = 0, **kw) -> TaperedLM:
-    torch.manual_seed(seed)
-    cfg = ModelConfig(**{"vocab_size": 64, "d_model": 16, "n_layers": 2, "n_heads": 2, "d_mlp": [48, 16],
-                         "n_ctx": 8, **kw})
-    return TaperedLM(cfg)
+make_model = functools.partial(tiny_lm, **TWO_LAYERS)  # vocab 64, d_mlp [48, 16]
 
 
 def assert_same_weights(a: torch.nn.Module, b: torch.nn.Module) -> None:
@@ -102,9 +98,8 @@ def test_save_rejects_inconsistent_model_field(tmp_path):
 
 
 @pytest.fixture
-def saved(tmp_path):
-    save_checkpoint(tmp_path, make_model(), {})
-    return tmp_path
+def saved(tmp_path, tiny_checkpoint):
+    return tiny_checkpoint(tmp_path, make_model())
 
 
 def test_missing_files_are_named(saved):

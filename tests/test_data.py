@@ -33,10 +33,10 @@ def _prose(rng: random.Random, n_words: int) -> str:
 
 
 @pytest.fixture(autouse=True)
-def isolated_cache(request, tmp_path, monkeypatch):
+def isolated_cache(request):
     """Unit tests never touch the shared cache; the integration test uses it (warm for everyone)."""
     if request.node.get_closest_marker("integration") is None:
-        monkeypatch.setenv("INTERP_CACHE_DIR", str(tmp_path / "cache"))
+        request.getfixturevalue("private_cache")
 
 
 @pytest.fixture

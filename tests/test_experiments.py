@@ -36,21 +36,20 @@ from interp.training.experiments import (
 )
 from interp.training.results import ERROR_FILE, RUN_COLUMNS, collect, experiment_runs, summarize
 from interp.training.presets import PRESETS
-from tests.corpus import private_cache, write_corpus
+from tests.factories import write_corpus
 
 WORDS = "the cat dog sat ran on over a big small red old house tree river and with then she saw".split()
 
 
 @pytest.fixture(scope="module")
-def corpus(tmp_path_factory):
+def corpus(tmp_path_factory, module_cache):
     """(corpus folder, TokenData) with a private INTERP_CACHE_DIR for the module."""
-    root = tmp_path_factory.mktemp("experiments")
-    folder = write_corpus(root / "corpus", n_docs=24, sentences=40, words=WORDS, sentence_len=8)
-    with private_cache(root / "cache"):
-        from interp.data import prepare_tokens
+    from interp.data import prepare_tokens
 
-        data = prepare_tokens(str(folder), "bpe", PRESETS["micro"]["vocab_size"], val_fraction=0.25)
-        yield folder, data
+    folder = write_corpus(tmp_path_factory.mktemp("experiments") / "corpus", n_docs=24, sentences=40, words=WORDS,
+                          sentence_len=8)
+    data = prepare_tokens(str(folder), "bpe", PRESETS["micro"]["vocab_size"], val_fraction=0.25)
+    return folder, data
 
 
 def micro_overrides(folder: Path) -> dict:

@@ -20,13 +20,14 @@ import torch.nn.functional as F
 
 from interp import hf
 from interp.cli import main
+from tests.factories import SMOLLM2_VOCAB, save_pretrained_dir, tiny_hf
 
-VOCAB = 49152                       # SmolLM2's tokenizer
 TOKENS, SEQ_LEN, BATCH = 256, 64, 2
 ARCHS = ("LlamaForCausalLM", "Qwen2ForCausalLM", "GPT2LMHeadModel")
 
-pytestmark = pytest.mark.skipif(not hf.REGISTRY["smollm2-135m"].installed(),
-                                reason="needs the SmolLM2 tokenizer: " + hf.REGISTRY["smollm2-135m"].pip_command)
+pytestmark = [pytest.mark.skipif(not hf.REGISTRY["smollm2-135m"].installed(),
+                                 reason="needs the SmolLM2 tokenizer: " + hf.REGISTRY["smollm2-135m"].pip_command),
+              pytest.mark.usefixtures("one_thread")]  # tiny inputs: one thread is fastest on a shared machine
 
 TEXT = (
     "The river rose in the night and by morning the lower fields were under water. Farmers moved their "
@@ -38,24 +39,6 @@ TEXT = (
     "earlier, when the mill was swept away and rebuilt further up the valley. ")
 
 
-def _config(arch: str):
-    import transformers as tf
-
-    common = dict(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=3,
-                  num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128)
-    return {
-        "LlamaForCausalLM": lambda: tf.LlamaConfig(**common),
-        "Qwen2ForCausalLM": lambda: tf.Qwen2Config(**common),
-        "GPT2LMHeadModel": lambda: tf.GPT2Config(vocab_size=VOCAB, n_embd=32, n_inner=64, n_layer=3, n_head=4,
-                                                 n_positions=128),
-    }[arch]()
-
-
-@pytest.fixture(scope="module")
-def tokenizer():
-    return hf.load_tokenizer("smollm2-135m")
-
-
 @pytest.fixture(scope="module")
 def text_file(tmp_path_factory):
     path = tmp_path_factory.mktemp("text") / "text.txt"
@@ -64,27 +47,13 @@ def text_file(tmp_path_factory):
 
 
 @pytest.fixture(scope="module", params=ARCHS)
-def hf_dir(request, tmp_path_factory, tokenizer):
-    """A save_pretrained directory of a tiny random model of one architecture, with a tokenizer."""
-    from transformers import AutoModelForCausalLM
-
-    torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_config(_config(request.param))
-    assert type(model).__name__ == request.param
-    path = tmp_path_factory.mktemp(request.param)
-    model.save_pretrained(path)
-    tokenizer.save_pretrained(path)
+def hf_dir(request, tmp_path_factory, smollm2_tokenizer):
+    """A save_pretrained directory of a tiny random model of one architecture (3 layers, d_model 32, d_mlp 64,
+    4 heads, 2 KV heads, n_ctx 128), with SmolLM2's tokenizer."""
+    model = tiny_hf(request.param, vocab_size=SMOLLM2_VOCAB, n_ctx=128)
+    path = save_pretrained_dir(tmp_path_factory.mktemp(request.param), model, smollm2_tokenizer)
     assert hf.resolve_model(path).kind == "hf_dir"
     return path
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny inputs: one thread is fastest on a shared machine. Restored afterwards."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def _reference_rho_mlp(path, text: str) -> list[float]:

@@ -7,6 +7,7 @@ worker (see test_ddp_two_processes).
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import sys
@@ -19,6 +20,7 @@ import torch.nn.functional as F
 import interp.model.mixers.memory as mm
 from interp.model import ModelConfig, TaperedLM, param_counts
 from interp.model.mixers import MIXERS
+from tests.factories import random_tokens, tiny_config, tiny_lm
 
 MEMORY_MIXERS = ("titans", "titans_lmm", "hope_attention")
 # Small chunks so a 40-token sequence crosses several memory updates; the last Hope level (chunk
@@ -27,30 +29,22 @@ OPTIONS = {"titans": {"chunk_size": 4}, "titans_lmm": {"chunk_size": 4},
            "hope_attention": {"chunk_sizes": [4, 8, 64]}}
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """These models are tiny: one intra-op thread is faster, and 20x faster on a loaded 2-core box."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+# These models are tiny: one intra-op thread is faster, and 20x faster on a loaded 2-core box.
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
-def make_cfg(mixer: str, d_mlp: list[int] | None = None, options: dict | None = None, **kw) -> ModelConfig:
-    """Tiny config; mixer_options set as an attribute when ModelConfig has no such field yet."""
-    cfg = ModelConfig(vocab_size=50, d_model=32, n_layers=2, n_heads=4, d_mlp=d_mlp or [64, 64],
-                      n_ctx=64, mixer=mixer, **kw)
-    cfg.mixer_options = dict(OPTIONS.get(mixer, {}) if options is None else options)
-    return cfg
+def make_cfg(mixer: str, d_mlp: list[int] | None = None, options: dict | None = None) -> ModelConfig:
+    """vocab 50, d_model 32, 2 layers, n_ctx 64; the mixer's small-chunk OPTIONS unless `options` is given."""
+    return tiny_config(vocab_size=50, d_mlp=d_mlp or [64, 64], n_ctx=64, mixer=mixer,
+                       mixer_options=dict(OPTIONS.get(mixer, {}) if options is None else options))
 
 
-def tokens(batch: int = 2, pos: int = 40, seed: int = 0) -> torch.Tensor:
-    return torch.randint(0, 50, (batch, pos), generator=torch.Generator().manual_seed(seed))
+tokens = functools.partial(random_tokens, 50, pos=40, seed=0)
 
 
-def build(cfg: ModelConfig, seed: int = 0) -> TaperedLM:
-    torch.manual_seed(seed)
-    return TaperedLM(cfg)
+def build(cfg: ModelConfig) -> TaperedLM:
+    """Seed 0, in training mode (tests that need eval() say so)."""
+    return tiny_lm(cfg=cfg, train=True)
 
 
 def test_registered():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 
 import pytest
@@ -17,26 +18,22 @@ from interp.model import (
     training_flops_per_token,
 )
 from interp.model.mixers import MIXERS, MixerFlops, register_mixer
+from tests.factories import random_tokens, tiny_config, tiny_lm
 
 VOCAB, D_MODEL, N_HEADS, N_CTX = 64, 32, 2, 16
 WIDTHS = [96, 64, 32]
 ATTENTION_MIXERS = ("attention", "gated_attention", "gated_attention_headwise")
 
 
-def tiny_cfg(**overrides) -> ModelConfig:
-    kwargs = dict(vocab_size=VOCAB, d_model=D_MODEL, n_layers=len(WIDTHS), n_heads=N_HEADS,
-                  d_mlp=list(WIDTHS), n_ctx=N_CTX)
-    return ModelConfig(**{**kwargs, **overrides})
-
-
-def tiny_model(seed: int = 0, **overrides) -> TaperedLM:
-    torch.manual_seed(seed)
-    return TaperedLM(tiny_cfg(**overrides)).eval()
+# n_layers stays 3 when a test overrides d_mlp (a wrong-length d_mlp must fail validation).
+SHAPE = dict(vocab_size=VOCAB, d_model=D_MODEL, n_layers=len(WIDTHS), n_heads=N_HEADS, d_mlp=WIDTHS, n_ctx=N_CTX)
+tiny_cfg = functools.partial(tiny_config, **SHAPE)
+tiny_model = functools.partial(tiny_lm, **SHAPE)
 
 
 @pytest.fixture
 def tokens() -> torch.Tensor:
-    return torch.randint(0, VOCAB, (2, 12), generator=torch.Generator().manual_seed(1))
+    return random_tokens(VOCAB, pos=12)
 
 
 # --- forward -----------------------------------------------------------------------------------
@@ -274,9 +271,8 @@ def test_schedule_widths_share_params_and_flops_with_uniform():
 # --- init, config, registry --------------------------------------------------------------------
 
 def test_init_scales_residual_writers():
-    torch.manual_seed(0)
     cfg = ModelConfig(vocab_size=VOCAB, d_model=64, n_layers=8, n_heads=2, d_mlp=[128] * 8)
-    model = TaperedLM(cfg)
+    model = tiny_lm(cfg=cfg)  # seed 0
     out_std = cfg.init_std / math.sqrt(2 * cfg.n_layers)
     assert model.blocks[3].attn.o_proj.weight.std().item() == pytest.approx(out_std, rel=0.05)
     assert model.blocks[3].mlp.down_proj.weight.std().item() == pytest.approx(out_std, rel=0.05)

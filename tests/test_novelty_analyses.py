@@ -10,7 +10,6 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-import torch
 from matplotlib.figure import Figure
 
 from analyses import novelty_pretrained, novelty_tapered
@@ -22,6 +21,7 @@ from interp.plots.novelty import (
     rankdata,
     spearman_r,
 )
+from tests.factories import tiny_lm
 
 # --------------------------------------------------------------------------------------------------
 # Correlations
@@ -163,25 +163,25 @@ def test_novelty_tapered_default_run_dirs_are_train_comparisons():
     assert list(novelty_tapered.Config().run_dirs) == want
 
 
-def tiny_run(path, label: str, d_mlp: list[int], status: str = "done"):
-    """A checkpoint dir like a finished training run: our 8k wiki BPE (cached), the width label, result.json."""
-    from interp.model import ModelConfig, TaperedLM
-    from interp.training import checkpoints
+@pytest.fixture
+def tiny_run(tiny_checkpoint):
+    """make(name, label, d_mlp, status="done"): a checkpoint dir like a finished training run (our 8k wiki BPE,
+    cached; the width label; result.json)."""
+    def make(name: str, label: str, d_mlp: list[int], status: str = "done"):
+        model = tiny_lm(vocab_size=8192, d_model=16, n_heads=2, d_mlp=d_mlp, n_ctx=32)
+        path = tiny_checkpoint(name, model, {"train": {"tokenizer": "bpe", "vocab_size": 8192, "source": "wiki"},
+                                             "label": label})
+        (path / "result.json").write_text(json.dumps({"status": status}))
+        return path
+    return make
 
-    torch.manual_seed(0)
-    model = TaperedLM(ModelConfig(vocab_size=8192, d_model=16, n_layers=len(d_mlp), n_heads=2, d_mlp=d_mlp, n_ctx=32))
-    checkpoints.save_checkpoint(path, model, {"train": {"tokenizer": "bpe", "vocab_size": 8192, "source": "wiki"},
-                                              "label": label})
-    (path / "result.json").write_text(json.dumps({"status": status}))
-    return path
 
-
-def test_novelty_tapered_compute_on_tiny_checkpoints(tmp_path, capsys):
+def test_novelty_tapered_compute_on_tiny_checkpoints(tmp_path, tiny_run, capsys):
     """Real probes (hookpoints backend, the runs' own BPE, held-out wiki) on two tiny runs; a missing and an
     unfinished run are skipped naming the command that trains them."""
-    runs = [tiny_run(tmp_path / "u", "uniform", [32, 32, 32]),
-            tiny_run(tmp_path / "c", "cosine 1.5->0.5", [48, 32, 16]),
-            tiny_run(tmp_path / "half", "uniform", [32, 32, 32], status="running"),
+    runs = [tiny_run("u", "uniform", [32, 32, 32]),
+            tiny_run("c", "cosine 1.5->0.5", [48, 32, 16]),
+            tiny_run("half", "uniform", [32, 32, 32], status="running"),
             tmp_path / "missing"]
     probe = dataclasses.replace(novelty_tapered.Config().probe, tokens=64, seq_len=32, batch_size=2)
     cfg = novelty_tapered.Config(run_dirs=tuple(map(str, runs)), probe=probe)

@@ -23,6 +23,7 @@ from interp.hf import (
     load_pretrained,
     site_map_for,
 )
+from tests.factories import tiny_hf, tiny_lm, word_tokenizer
 
 # --------------------------------------------------------------------------------------------------
 # Independent reference: read the stream with plain torch hooks at the modules a SiteMap names
@@ -89,58 +90,22 @@ def assert_stream_identities(model: nn.Module, sites: SiteMap, ids: torch.Tensor
 # Tiny random models of every architecture with a SiteMap
 # --------------------------------------------------------------------------------------------------
 
-def _tiny_config(arch: str):
-    import transformers as tf
-
-    common = dict(vocab_size=64, hidden_size=32, intermediate_size=48, num_hidden_layers=3,
-                  num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
-    return {
-        "LlamaForCausalLM": lambda: tf.LlamaConfig(**common),
-        "MistralForCausalLM": lambda: tf.MistralConfig(**common),
-        "Qwen2ForCausalLM": lambda: tf.Qwen2Config(**common),
-        "Qwen3ForCausalLM": lambda: tf.Qwen3Config(head_dim=8, **common),
-        "Gemma2ForCausalLM": lambda: tf.Gemma2Config(head_dim=8, **common),
-        "Gemma3ForCausalLM": lambda: tf.Gemma3TextConfig(head_dim=8, **common),
-        "GPT2LMHeadModel": lambda: tf.GPT2Config(vocab_size=64, n_embd=32, n_layer=3, n_head=4, n_positions=64,
-                                                     bos_token_id=0, eos_token_id=0),
-    }[arch]()
-
-
 def _tiny_model(arch: str) -> nn.Module:
-    from transformers import AutoModelForCausalLM
-
-    torch.manual_seed(0)
-    if arch == "TaperedLM":  # ours: an entry of the same adapter table
-        from interp.model import ModelConfig, TaperedLM
-
-        return TaperedLM(ModelConfig(vocab_size=64, d_model=32, n_layers=3, n_heads=4, d_mlp=[64, 48, 32],
-                                     n_ctx=16, init_std=0.2)).eval()
-    model = AutoModelForCausalLM.from_config(_tiny_config(arch), attn_implementation="eager").eval()
-    assert type(model).__name__ == arch
-    return model
-
-
-def _tiny_tokenizer():
-    from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
-
-    vocab = {"[UNK]": 0, **{f"w{i}": i for i in range(1, 64)}}
-    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
-    tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]")
+    """vocab 64, 3 layers, d_model 32 (4 heads, 2 KV heads), d_mlp 48; our TaperedLM is an entry of the same
+    adapter table."""
+    if arch == "TaperedLM":
+        return tiny_lm(d_mlp=[64, 48, 32], n_ctx=16, init_std=0.2)
+    if arch == "GPT2LMHeadModel":  # GPT-2's default MLP width (4 * d_model); BOS/EOS inside the tiny vocab
+        return tiny_hf(arch, d_mlp=None, bos_token_id=0, eos_token_id=0)
+    return tiny_hf(arch, d_mlp=48)
 
 
 IDS = torch.tensor([[1, 5, 9, 2, 33, 7]])
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Inputs here are a few tokens: one thread is fastest, and on a shared 2-core machine two OpenMP
-    threads spin against each other (measured 15x slower under load). Restored afterwards."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+# Inputs here are a few tokens: one thread is fastest, and on a shared 2-core machine two OpenMP
+# threads spin against each other (measured 15x slower under load).
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.mark.parametrize("arch", sorted(pt.SITE_MAPS))
@@ -222,10 +187,9 @@ def test_non_gguf_file_is_refused(tmp_path):
         load_pretrained(str(f))
 
 
-def test_local_hf_directory_loads(tmp_path):
-    model, tok = _tiny_model("Qwen2ForCausalLM"), _tiny_tokenizer()
-    model.save_pretrained(tmp_path)
-    tok.save_pretrained(tmp_path)
+def test_local_hf_directory_loads(tmp_path, save_pretrained_dir):
+    model = _tiny_model("Qwen2ForCausalLM")
+    save_pretrained_dir(tmp_path, model, word_tokenizer())
     loaded = load_pretrained(str(tmp_path))
     assert loaded.architecture == "Qwen2ForCausalLM" and loaded.source == str(tmp_path.resolve())
     assert loaded.n_layers() == 3 and loaded.sites is site_map_for("Qwen2ForCausalLM")
@@ -251,7 +215,7 @@ def test_hub_id_offline_fails_with_clear_message(monkeypatch):
 # --------------------------------------------------------------------------------------------------
 
 def test_cache_is_written_atomically_validated_and_rebuilt(tmp_path):
-    model, tok = _tiny_model("LlamaForCausalLM"), _tiny_tokenizer()
+    model, tok = _tiny_model("LlamaForCausalLM"), word_tokenizer()
     path = tmp_path / "tiny-abc"
     assert not pt._valid_cache(path)
     pt._save_cache(model, tok, path, origin={"gguf": "x.gguf", "key": "tiny-abc"})

@@ -8,6 +8,7 @@ nnsight backends with each other and with a naive full-activation computation.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 
@@ -18,22 +19,16 @@ import torch.nn.functional as F
 
 from interp import hf as pretrained
 from interp import probes
-from interp.model import ModelConfig, TaperedLM
+from interp.model import TaperedLM
 from interp.probes import METRIC_NAMES, NoveltyAccumulator
 from interp.training import checkpoints
+from tests.factories import random_tokens, tiny_lm, word_tokenizer_json
 
 VOCAB = 64
 SITE_HOOKS = {s: f"hook_{s}" for s in probes.SITES}
 
 
-def tiny_model(seed: int = 0) -> TaperedLM:
-    torch.manual_seed(seed)
-    cfg = ModelConfig(vocab_size=VOCAB, d_model=32, n_layers=3, n_heads=4, d_mlp=[96, 64, 32], n_ctx=32)
-    return TaperedLM(cfg).eval()
-
-
-def tiny_tokens(batch: int = 2, pos: int = 16, seed: int = 1) -> torch.Tensor:
-    return torch.randint(0, VOCAB, (batch, pos), generator=torch.Generator().manual_seed(seed))
+tiny_tokens = functools.partial(random_tokens, VOCAB)  # [2, 16], seed 1; tiny_lm() has vocab 64
 
 
 def naive_metrics(acts: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -156,7 +151,7 @@ def test_missing_site_and_double_feed_are_errors():
 
 
 def test_merged_shards_equal_one_pass():
-    model, toks = tiny_model(), [tiny_tokens(seed=s) for s in range(3)]
+    model, toks = tiny_lm(), [tiny_tokens(seed=s) for s in range(3)]
     whole = probes.accumulate(model, toks, backend="hookpoints")
     parts = [probes.accumulate(model, [t], backend="hookpoints") for t in toks]
     merged = NoveltyAccumulator(3).load_state_dict(parts[0].state_dict())
@@ -214,7 +209,7 @@ def cached_naive_table(model: TaperedLM, toks: torch.Tensor, skip_first: bool = 
 
 @pytest.mark.parametrize("backend", probes.BACKENDS)
 def test_tapered_lm_backends_match_run_with_cache(backend):
-    model, toks = tiny_model(), tiny_tokens()
+    model, toks = tiny_lm(), tiny_tokens()
     df = probes.probe_model(model, [toks[:1], toks[1:]], backend=backend)
     naive = cached_naive_table(model, toks)
     assert len(df) == 3 * len(METRIC_NAMES)
@@ -229,7 +224,7 @@ def test_tapered_lm_backends_match_run_with_cache(backend):
 
 
 def test_float64_metric_math_and_padding_mask():
-    model, toks = tiny_model(), tiny_tokens()
+    model, toks = tiny_lm(), tiny_tokens()
     pad = torch.ones_like(toks)
     pad[1, 10:] = 0  # right padding: later positions of row 1 do not count
     df = probes.probe_model(model, [{"input_ids": toks, "attention_mask": pad}], backend="hookpoints",
@@ -244,7 +239,7 @@ def test_float64_metric_math_and_padding_mask():
 
 
 def test_positions_all_counts_first_token():
-    model, toks = tiny_model(), tiny_tokens()
+    model, toks = tiny_lm(), tiny_tokens()
     df = probes.probe_model(model, [toks], backend="torch", positions="all", metrics=("rho_mlp",))
     naive = cached_naive_table(model, toks, skip_first=False)
     assert (df.n_tokens == 32).all()
@@ -259,7 +254,7 @@ def test_unknown_architecture_error_names_it_and_the_fix():
     with pytest.raises(ValueError, match="WeirdLM.*register_site_map"):
         probes.probe_model(WeirdLM(), [tiny_tokens()], backend="torch")
     with pytest.raises(ValueError, match="backend"):
-        probes.probe_model(tiny_model(), [tiny_tokens()], backend="jax")
+        probes.probe_model(tiny_lm(), [tiny_tokens()], backend="jax")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -267,8 +262,8 @@ def test_unknown_architecture_error_names_it_and_the_fix():
 # --------------------------------------------------------------------------------------------------
 
 def tiny_model_with_gains(seed: int = 0, massive_dim: int | None = None) -> TaperedLM:
-    """tiny_model with random ln2 gains (so 'incl. gain' matters) and optionally one planted massive dimension."""
-    model = tiny_model(seed)
+    """tiny_lm() with random ln2 gains (so 'incl. gain' matters) and optionally one planted massive dimension."""
+    model = tiny_lm(seed)
     gen = torch.Generator().manual_seed(seed + 10)
     with torch.no_grad():
         for block in model.blocks:
@@ -308,7 +303,7 @@ def test_reference_normed_adds_rho_mlp_normed_against_ln2_output(backend):
 
 
 def test_default_table_is_unchanged_by_the_options():
-    model, toks = tiny_model(), tiny_tokens()
+    model, toks = tiny_lm(), tiny_tokens()
     df = probes.probe_model(model, [toks], backend="torch")
     assert set(df.metric) == set(METRIC_NAMES) and "rho_mlp_normed" not in METRIC_NAMES
     assert not {"reference_mode", "excluded_dims", "exclude_massive_dims"} & set(df.columns)
@@ -375,9 +370,8 @@ class CharTokenizer:
 
 
 @pytest.fixture
-def tiny_run(tmp_path):
-    run_dir = tmp_path / "runs" / "tiny"
-    checkpoints.save_checkpoint(run_dir, tiny_model(), {"data": {}})
+def tiny_run(tmp_path, tiny_checkpoint):
+    run_dir = tiny_checkpoint("runs/tiny", config={"data": {}})
     text = tmp_path / "text.txt"
     text.write_text("The quick brown fox jumps over the lazy dog. " * 3, encoding="utf-8")  # 135 chars
     return run_dir, text
@@ -422,28 +416,20 @@ def test_too_little_text_fails_before_any_model_loads(tiny_run, monkeypatch):
         probes.probe(str(run_dir), text=text.with_name("missing.txt"))
 
 
-def test_checkpoint_tokenizer_is_rebuilt_from_config_and_hash_checked(tmp_path):
+def test_checkpoint_tokenizer_is_rebuilt_from_config_and_hash_checked(tmp_path, tiny_checkpoint):
     """A checkpoint's own tokenizer (config.json train.tokenizer) tokenizes the text; a hash mismatch is an error."""
-    import tokenizers
-
     from interp import data
 
     words = "the quick brown fox jumps over lazy dog .".split()
-    backend = tokenizers.Tokenizer(tokenizers.models.WordLevel(
-        {"<|endoftext|>": 0, "[UNK]": 1, **{w: i + 2 for i, w in enumerate(words)}}, unk_token="[UNK]"))
-    backend.pre_tokenizer = tokenizers.pre_tokenizers.Whitespace()
-    tok_file = tmp_path / "tokenizer.json"
-    backend.save(str(tok_file))
+    tok_file = word_tokenizer_json(tmp_path / "tokenizer.json", words)  # <|endoftext|> = 0, [UNK] = 1
     tok_hash = data.get_tokenizer(str(tok_file)).hash
-    run_dir = tmp_path / "run"
-    config = {"train": {"tokenizer": str(tok_file)}, "data": {"tokenizer_hash": tok_hash}}
-    checkpoints.save_checkpoint(run_dir, tiny_model(), config)
+    run_dir = tiny_checkpoint("run", config={"data": {"tokenizer_hash": tok_hash}}, tokenizer=tok_file)
     text = tmp_path / "t.txt"
     text.write_text("the quick brown fox jumps over the lazy dog . " * 4, encoding="utf-8")  # 40 words
     df = probes.probe(str(run_dir), text=text, tokens=32, seq_len=16, batch_size=2, prepend_bos=True,
                       metrics=("rho_mlp",))
     assert (df.n_tokens == 2 * 15).all()  # BOS = the tokenizer's separator <|endoftext|>
-    checkpoints.save_checkpoint(run_dir, tiny_model(), {**config, "data": {"tokenizer_hash": "0" * 16}})
+    tiny_checkpoint(run_dir, config={"data": {"tokenizer_hash": "0" * 16}}, tokenizer=tok_file)
     with pytest.raises(ValueError, match="tokenizer_hash"):
         probes.probe(str(run_dir), text=text, tokens=32, seq_len=16)
 
@@ -617,7 +603,7 @@ def test_probe_config_validation_names_the_field_and_the_allowed_values(field, v
         cfg.validate()
     if field != "tokenizer":  # probe() takes a tokenizer object as given; ProbeConfig holds names only
         with pytest.raises(ValueError, match=message):  # before any text or model is touched
-            probes.probe(tiny_model(), **{field: value})
+            probes.probe(tiny_lm(), **{field: value})
 
 
 def test_probe_config_dict_round_trip_and_unknown_keys():
@@ -630,7 +616,7 @@ def test_probe_config_dict_round_trip_and_unknown_keys():
     with pytest.raises(ValueError, match=r"unknown keys \['tokenz'\].*known keys are"):
         probes.ProbeConfig.from_dict({**d, "tokenz": 3})
     with pytest.raises(TypeError, match=r"unknown probe options \['tokenz'\]"):
-        probes.probe(tiny_model(), tokenz=3)
+        probes.probe(tiny_lm(), tokenz=3)
     assert probes.ProbeConfig().validate() == probes.ProbeConfig()  # the defaults are valid
 
 

@@ -84,25 +84,14 @@ def test_tour_commands_parse():
         parser.parse_args(args)  # SystemExit on an unknown flag or command
 
 
-def _tiny_hf_dir(path: Path) -> Path:
-    """A save_pretrained Llama directory with random tiny weights and SmolLM2's tokenizer."""
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    from interp.hf import load_tokenizer
-
-    torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=49152, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512)
-    LlamaForCausalLM(cfg).save_pretrained(path)
-    load_tokenizer("smollm2-135m").save_pretrained(path)
-    return path
-
-
 @pytest.mark.integration
 @pytest.mark.slow
-def test_tour_runs(tmp_path):
-    hf_dir = _tiny_hf_dir(tmp_path / "hf-llama")
+def test_tour_runs(tmp_path, save_pretrained_dir, smollm2_tokenizer):
+    from tests.factories import SMOLLM2_VOCAB, tiny_hf
+
+    # a Llama with random tiny weights (2 layers, d_model 64, d_mlp 128) and SmolLM2's tokenizer
+    llama = tiny_hf("LlamaForCausalLM", vocab_size=SMOLLM2_VOCAB, d_model=64, d_mlp=128, n_layers=2, n_ctx=512)
+    hf_dir = save_pretrained_dir("hf-llama", llama, smollm2_tokenizer)
     text_file = tmp_path / "my_text.txt"
     from interp.data import heldout_text
 

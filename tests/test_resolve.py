@@ -13,27 +13,22 @@ import torch
 from interp import hf
 from interp._util.paths import CONFIG_FILE, WEIGHTS_FILE
 from interp.training import checkpoints
+from tests.factories import TWO_LAYERS, as_loaded, tiny_hf, tiny_lm, word_tokenizer
+
+SMALL_HF = dict(d_model=16, d_mlp=32, n_layers=2, n_heads=2, n_kv_heads=1, n_ctx=32)  # vocab 64
 
 
 def _tapered():
-    from interp.model import ModelConfig, TaperedLM
-
-    torch.manual_seed(0)
-    return TaperedLM(ModelConfig(vocab_size=64, d_model=16, n_layers=2, n_heads=2, d_mlp=[48, 16], n_ctx=8))
+    return tiny_lm(**TWO_LAYERS)
 
 
 def _tiny_llama():
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    torch.manual_seed(0)
-    return LlamaForCausalLM(LlamaConfig(vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=2,
-                                        num_attention_heads=2, num_key_value_heads=1,
-                                        max_position_embeddings=32)).eval()
+    return tiny_hf("LlamaForCausalLM", **SMALL_HF)
 
 
-def test_checkpoint_with_and_without_marker_resolves_as_checkpoint(tmp_path):
+def test_checkpoint_with_and_without_marker_resolves_as_checkpoint(tmp_path, tiny_checkpoint):
     model = _tapered()
-    checkpoints.save_checkpoint(tmp_path, model, {"label": "uniform"})
+    tiny_checkpoint(tmp_path, model, {"label": "uniform"})
     assert hf.resolve_model(tmp_path).kind == "checkpoint"
     config = json.loads((tmp_path / CONFIG_FILE).read_text())
     del config[checkpoints.FORMAT_KEY]
@@ -47,16 +42,16 @@ def test_checkpoint_with_and_without_marker_resolves_as_checkpoint(tmp_path):
         torch.testing.assert_close(loaded(tokens), model(tokens), atol=0, rtol=0)
 
 
-def test_save_pretrained_dir_resolves_as_hf_dir(tmp_path):
-    _tiny_llama().save_pretrained(tmp_path)
+def test_save_pretrained_dir_resolves_as_hf_dir(tmp_path, save_pretrained_dir):
+    save_pretrained_dir(tmp_path, _tiny_llama())
     assert (tmp_path / CONFIG_FILE).is_file() and (tmp_path / WEIGHTS_FILE).is_file()  # same names as ours
     assert not checkpoints.is_checkpoint_dir(tmp_path)
     ref = hf.resolve_model(tmp_path)
     assert ref.kind == "hf_dir" and ref.checkpoint == ""
 
 
-def test_load_pretrained_refuses_our_checkpoint_with_the_fix(tmp_path):
-    checkpoints.save_checkpoint(tmp_path, _tapered(), {})
+def test_load_pretrained_refuses_our_checkpoint_with_the_fix(tmp_path, tiny_checkpoint):
+    tiny_checkpoint(tmp_path, _tapered())
     with pytest.raises(ValueError, match=r"interp.training.checkpoints.*resolve_model"):
         hf.load_pretrained(str(tmp_path))
     with pytest.raises(ValueError, match="resolve_model"):
@@ -88,11 +83,8 @@ def test_registry_name_resolves_without_loading():
 
 
 def test_unwrap_every_wrapper_to_the_same_module():
-    from interp.hf.load import LoadedModel
-
     model = _tiny_llama()
-    loaded = LoadedModel(model=model, tokenizer=None, name="t", source="t", architecture=type(model).__name__,
-                         sites=hf.site_map_for(model))
+    loaded = as_loaded(model)
     assert hf.unwrap(model) is model and hf.unwrap(loaded) is model
     ours = _tapered()
     assert hf.unwrap(ours) is ours
@@ -111,25 +103,14 @@ def test_unwrap_nnsight_and_bridge(tiny_loaded):
 
 
 @pytest.fixture()
-def tiny_loaded(tmp_path):
+def tiny_loaded(tmp_path, save_pretrained_dir):
     """A LoadedModel of a tiny Llama with a real tokenizer (the bridge and nnsight need one)."""
-    from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
-
-    vocab = {"[UNK]": 0, **{f"w{i}": i for i in range(1, 64)}}
-    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
-    tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", bos_token="[UNK]",
-                                        eos_token="[UNK]")
-    _tiny_llama().save_pretrained(tmp_path)
-    tokenizer.save_pretrained(tmp_path)
-    return hf.load_pretrained(str(tmp_path))
+    tokenizer = word_tokenizer(bos_token="[UNK]", eos_token="[UNK]")
+    return hf.load_pretrained(str(save_pretrained_dir(tmp_path, _tiny_llama(), tokenizer)))
 
 
 def test_adapter_projections_for_gpt2_and_ours():
-    from transformers import GPT2Config, GPT2LMHeadModel
-
-    gpt2 = GPT2LMHeadModel(GPT2Config(vocab_size=64, n_embd=16, n_layer=2, n_head=2, n_positions=32))
+    gpt2 = tiny_hf("GPT2LMHeadModel", **{**SMALL_HF, "d_mlp": None})  # n_inner: GPT-2's default 4 * d_model
     downs = hf.mlp_down_modules(gpt2)
     assert [type(d).__name__ for d in downs] == ["Conv1D", "Conv1D"] and downs[1] is gpt2.transformer.h[1].mlp.c_proj
     assert hf.site_map_for(gpt2).mlp_in == ("c_fc",)

@@ -29,7 +29,6 @@ from interp._util.paths import (
 )
 from interp.cli import build_parser
 from interp.cli.train import config_from_args
-from interp.model import TaperedLM
 from interp.schedules import WidthSpec
 from interp.training import TrainConfig, Trainer, config_diff, lr_at
 from interp.training.checkpoints import (
@@ -38,21 +37,19 @@ from interp.training.checkpoints import (
     validate_checkpoint,
 )
 from interp.training.presets import PRESETS
-from tests.corpus import private_cache, write_corpus
+from tests.factories import tiny_lm, write_corpus
 
 PYTHON = sys.executable
 
 
 @pytest.fixture(scope="module")
-def env(tmp_path_factory):
+def env(tmp_path_factory, module_cache):
     """A 40-document synthetic corpus and a private cache; returns (corpus path, env dict, TokenData)."""
-    root = tmp_path_factory.mktemp("train")
-    corpus = write_corpus(root / "corpus", n_docs=40, sentences=60)
-    with private_cache(root / "cache"):
-        from interp.data import prepare_tokens
+    from interp.data import prepare_tokens
 
-        data = prepare_tokens(str(corpus), "bpe", PRESETS["micro"]["vocab_size"], val_fraction=0.25)
-        yield corpus, {**os.environ, "OMP_NUM_THREADS": "1"}, data
+    corpus = write_corpus(tmp_path_factory.mktemp("train") / "corpus", n_docs=40, sentences=60)
+    data = prepare_tokens(str(corpus), "bpe", PRESETS["micro"]["vocab_size"], val_fraction=0.25)
+    return corpus, {**os.environ, "OMP_NUM_THREADS": "1"}, data
 
 
 def micro(env, out: Path, **overrides) -> TrainConfig:
@@ -76,8 +73,7 @@ def weights(run_dir: Path) -> dict[str, torch.Tensor]:
 def initial_weights(env) -> dict[str, torch.Tensor]:
     """Untrained micro weights (same seed as a run): shows a comparison is not between two inits."""
     cfg = micro(env, Path("unused"))
-    torch.manual_seed(cfg.seed)
-    return TaperedLM(cfg.model_config(env[2].vocab_size)).state_dict()
+    return tiny_lm(cfg.seed, cfg.model_config(env[2].vocab_size), train=True).state_dict()
 
 
 # ------------------------------------------------------------------------------------------ config
