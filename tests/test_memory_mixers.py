@@ -246,3 +246,17 @@ def test_ddp_two_processes():
 
 if __name__ == "__main__":
     _ddp_worker()
+
+
+@pytest.mark.parametrize("mixer", ["titans", "hope_attention"])
+def test_checkpoint_validates_in_a_fresh_process(mixer, tmp_path):
+    """Validation builds the model on the meta device; for Titans that used to be the first import of
+    titans_pytorch, whose tensordict calls .item() at import time and failed on meta tensors, so a Titans
+    checkpoint could not be probed (`interp batch runs/`) by any new process."""
+    from interp.training.checkpoints import save_checkpoint
+
+    save_checkpoint(tmp_path, TaperedLM(make_cfg(mixer)), {"label": mixer})
+    code = ("import sys; from interp.training.checkpoints import validate_checkpoint, load_checkpoint; "
+            "validate_checkpoint(sys.argv[1]); load_checkpoint(sys.argv[1]); print('ok')")
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]

@@ -90,7 +90,10 @@ class TitansOptions:
 def _build_memory(cfg: ModelConfig, opts: TitansOptions) -> nn.Module:
     """NeuralMemory over d_model; its template MemoryMLP is frozen (see _freeze_memory_template)."""
     try:  # heavy import (x-transformers, tensordict): only when a Titans mixer is built
-        from titans_pytorch import NeuralMemory
+        # tensordict calls .item() at import time, so the first import must not run under a caller's
+        # `with torch.device("meta")` (checkpoint validation builds the model there): import on the CPU.
+        with torch.device("cpu"):
+            from titans_pytorch import NeuralMemory
     except ImportError as err:
         raise ImportError("the titans mixers need titans-pytorch: pip install titans-pytorch==0.5.5 "
                           "torch==<your torch version> (pin torch in the same command)") from err
