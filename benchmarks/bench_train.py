@@ -45,6 +45,7 @@ from benchmarks.common import (
     parse_args,
     set_threads,
 )
+from interp._util.dtypes import torch_dtype
 from interp._util.paths import LOG_FILE
 from interp.data import TokenData, prepare_tokens
 from interp.model import TaperedLM, param_counts, training_flops_per_token
@@ -233,8 +234,8 @@ def bench_trainer(report: Report, base: TrainConfig, data: TokenData, size: dict
 def matmul_peak(sizes: Sequence[int], reps: int) -> dict[tuple[str, int], Spread]:
     """GFLOP/s (2 n^3 per matmul) of square matmuls, all (dtype, n) variants interleaved."""
     variants, ops = {}, {}
-    for dtype_name, torch_name in TORCH_DTYPE_NAMES.items():
-        dtype = getattr(torch, torch_name)
+    for dtype_name in TORCH_DTYPE_NAMES:
+        dtype = torch_dtype(dtype_name)
         for n in sizes:
             a, b = torch.randn(n, n).to(dtype), torch.randn(n, n).to(dtype)
             out = torch.empty(n, n, dtype=dtype)
