@@ -16,14 +16,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from analyses import read_table, recompute_command, train_comparison, write_table
+from analyses import outputs, read_table, recompute_command, train_comparison, write_table
 from interp._util.paths import RESULT_FILE
 from interp.probes.config import ProbeConfig
 
 NAME = "novelty_tapered"
 TABLE = "novelty_tapered_vs_uniform.csv"
 FIGURE = "novelty_tapered_vs_uniform.png"
-OUTPUTS = [TABLE, "novelty_tapered_vs_uniform.meta.json", FIGURE]
+OUTPUTS = outputs(TABLE, FIGURE)
 
 
 def _default_run_dirs() -> tuple[str, ...]:

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from analyses import read_table
+from analyses import outputs, read_table
 from analyses.group_ablation import (
     NAME_HELP,
     ONLY_HELP,
@@ -48,7 +48,7 @@ HEAVY = True  # many training runs: `interp figures --recompute` re-renders unle
 TABLE = "schedule_sweep.csv"
 RUNS_TABLE = "schedule_sweep_runs.csv"
 FIGURE = "schedule_sweep.png"
-OUTPUTS = [TABLE, "schedule_sweep.meta.json", RUNS_TABLE, "schedule_sweep_runs.meta.json", FIGURE]
+OUTPUTS = outputs(TABLE, RUNS_TABLE, FIGURE)
 
 # Paper Table 1, 440M, validation perplexity; pairs in the order of interp.training.experiments.SWEEP_PAIRS.
 PAPER_UNIFORM = 16.28

@@ -35,16 +35,7 @@ if __package__ in (None, ""):  # run as a file: make `benchmarks` and `interp` i
 import numpy as np
 import torch
 
-from benchmarks.common import (
-    Report,
-    Spread,
-    command_line,
-    finish,
-    interleave,
-    paired_ratios,
-    parse_args,
-    set_threads,
-)
+from benchmarks.common import Report, Spread, begin, finish, interleave, paired_ratios, parse_args
 from interp._util.dtypes import torch_dtype
 from interp._util.paths import LOG_FILE
 from interp.data import TokenData, prepare_tokens
@@ -325,9 +316,7 @@ def main(argv: Sequence[str] | None = None, command: str | None = None) -> str:
     parts = [p.strip() for p in args.parts.split(",") if p.strip()]
     if not parts or set(parts) - set(PARTS):
         raise SystemExit(f"benchmarks/{NAME}.py: --parts {args.parts!r}: choose from {','.join(PARTS)}")
-    set_threads(args.threads)
-    size = SIZES["quick" if args.quick else "real"]
-    report = Report(NAME, TITLE, command or command_line(NAME, argv), args.quick)
+    size, report = begin(args, SIZES, NAME, TITLE, argv, command)
     base = base_config(size["preset"], args.threads)
     data = synthetic_data(base.vocab_size) if args.quick else prepare_tokens(base.source, base.tokenizer,
                                                                                base.vocab_size, base.val_fraction)
