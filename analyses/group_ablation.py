@@ -46,9 +46,14 @@ from interp._util.config import option
 
 NAME = "group_ablation"
 HEAVY = True  # many training runs: `interp figures --recompute` re-renders unless named with --only
-TABLE = "group_ablation.csv"
-RUNS_TABLE = "group_ablation_runs.csv"
-FIGURE = "group_ablation.png"
+
+
+def experiment_files(name: str) -> tuple[str, str, str]:
+    """(summary table, per-run table, figure) of the multi-run training experiment `name` (compute_tables)."""
+    return f"{name}.csv", f"{name}_runs.csv", f"{name}.png"
+
+
+TABLE, RUNS_TABLE, FIGURE = experiment_files(NAME)
 OUTPUTS = outputs(TABLE, RUNS_TABLE, FIGURE)
 
 # Paper, 440M Transformer, validation perplexity (Figure 2); exact group widths were not published.
