@@ -51,6 +51,16 @@ TABLE_SUFFIX = ".csv"
 META_SUFFIX = ".meta.json"
 
 
+def meta_name(table: str) -> str:
+    """The sidecar write_table writes beside `table`: "x.csv" -> "x.meta.json"."""
+    return Path(table).stem + META_SUFFIX
+
+
+def outputs(*files: str) -> list[str]:
+    """An analysis's OUTPUTS: the files in order, each CSV table followed by its write_table sidecar."""
+    return [f for file in files for f in ((file, meta_name(file)) if file.endswith(TABLE_SUFFIX) else (file,))]
+
+
 def get(name: str) -> ModuleType:
     """The analysis module registered as `name`; ValueError listing the known names otherwise."""
     if name not in ANALYSES:
@@ -115,7 +125,7 @@ def write_table(df: pd.DataFrame, figures_dir: Path, filename: str, config: Any,
     }
     meta_text = json.dumps(meta, indent=2, default=str) + "\n"
     atomic_write(figures_dir, {filename: lambda p: df.to_csv(p, index=False),
-                               Path(filename).stem + META_SUFFIX: lambda p: p.write_text(meta_text)})
+                               meta_name(filename): lambda p: p.write_text(meta_text)})
     return path
 
 

@@ -49,17 +49,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from analyses import read_table, resolve_root, write_table
-from analyses.group_ablation import NAME_HELP, ONLY_HELP, PRESET_HELP, ROOT_HELP, SEEDS_HELP
+from analyses import outputs, read_table, resolve_root, write_table
+from analyses.group_ablation import NAME_HELP, ONLY_HELP, PRESET_HELP, ROOT_HELP, SEEDS_HELP, experiment_files
 from interp._util.config import option
 from interp.schedules import WidthSpec
 
 NAME = "architectures"
 HEAVY = True  # 16 training runs (~75 min on 2 loaded cores): `--recompute` re-renders unless named with --only
-TABLE = "architectures.csv"
-RUNS_TABLE = "architectures_runs.csv"
-FIGURE = "architectures.png"
-OUTPUTS = [TABLE, "architectures.meta.json", RUNS_TABLE, "architectures_runs.meta.json", FIGURE]
+TABLE, RUNS_TABLE, FIGURE = experiment_files(NAME)
+OUTPUTS = outputs(TABLE, RUNS_TABLE, FIGURE)
 
 # The paper's four architectures, cheapest first on a CPU (that is also the training order).
 MIXERS: tuple[str, ...] = ("attention", "gated_attention", "hope_attention", "titans")

@@ -41,15 +41,20 @@ from typing import Any
 
 import pandas as pd
 
-from analyses import read_table, resolve_root, write_table
+from analyses import outputs, read_table, resolve_root, write_table
 from interp._util.config import option
 
 NAME = "group_ablation"
 HEAVY = True  # many training runs: `interp figures --recompute` re-renders unless named with --only
-TABLE = "group_ablation.csv"
-RUNS_TABLE = "group_ablation_runs.csv"
-FIGURE = "group_ablation.png"
-OUTPUTS = [TABLE, "group_ablation.meta.json", RUNS_TABLE, "group_ablation_runs.meta.json", FIGURE]
+
+
+def experiment_files(name: str) -> tuple[str, str, str]:
+    """(summary table, per-run table, figure) of the multi-run training experiment `name` (compute_tables)."""
+    return f"{name}.csv", f"{name}_runs.csv", f"{name}.png"
+
+
+TABLE, RUNS_TABLE, FIGURE = experiment_files(NAME)
+OUTPUTS = outputs(TABLE, RUNS_TABLE, FIGURE)
 
 # Paper, 440M Transformer, validation perplexity (Figure 2); exact group widths were not published.
 PAPER_VAL_PPL = {"uniform": 16.28, "wider-early": 15.96, "wider-middle": 16.61, "wider-late": 17.29}

@@ -21,7 +21,7 @@ from typing import Any
 
 import pandas as pd
 
-from analyses import read_table, recompute_command, write_table
+from analyses import outputs, read_table, recompute_command, write_table
 from analyses.train_comparison import run_dirs, train_configs
 from interp._util.paths import REPO_ROOT
 from interp.probes.config import ProbeConfig
@@ -29,7 +29,7 @@ from interp.probes.config import ProbeConfig
 NAME = "novelty_over_training"
 TABLE = "novelty_over_training.csv"
 FIGURE = "novelty_over_training.png"
-OUTPUTS = [TABLE, "novelty_over_training.meta.json", FIGURE]
+OUTPUTS = outputs(TABLE, FIGURE)
 FIGURE_METRICS = ("rho_mlp", "rho_block")
 COLUMNS = ["run", "label", "step", "layer", "n_layers", "depth", "metric", "mean", "sem", "ci_low", "ci_high",
            "q05", "q50", "q95", "n_tokens", "weights_sha256"]

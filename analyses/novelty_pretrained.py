@@ -20,13 +20,13 @@ from typing import Any
 
 import pandas as pd
 
-from analyses import read_table, write_table
+from analyses import outputs, read_table, write_table
 from interp.probes.config import ProbeConfig
 
 NAME = "novelty_pretrained"
 TABLE = "novelty_pretrained.csv"
 FIGURE = "novelty_pretrained.png"
-OUTPUTS = [TABLE, "novelty_pretrained.meta.json", FIGURE]
+OUTPUTS = outputs(TABLE, FIGURE)
 VARIANTS = ("default", "no_massive_dims")
 
 

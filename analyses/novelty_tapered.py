@@ -10,20 +10,20 @@ MLP width (column d_mlp), drawn faintly behind the curves.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
-from analyses import read_table, recompute_command, train_comparison, write_table
+from analyses import outputs, read_table, recompute_command, train_comparison, write_table
+from interp._util.io import read_json
 from interp._util.paths import RESULT_FILE
 from interp.probes.config import ProbeConfig
 
 NAME = "novelty_tapered"
 TABLE = "novelty_tapered_vs_uniform.csv"
 FIGURE = "novelty_tapered_vs_uniform.png"
-OUTPUTS = [TABLE, "novelty_tapered_vs_uniform.meta.json", FIGURE]
+OUTPUTS = outputs(TABLE, FIGURE)
 
 
 def _default_run_dirs() -> tuple[str, ...]:
@@ -48,7 +48,7 @@ def finished_runs(cfg: Config) -> list[Path]:
     done = []
     for run in map(Path, cfg.run_dirs):
         result = run / RESULT_FILE
-        status = json.loads(result.read_text()).get("status") if result.is_file() else None
+        status = (read_json(result, missing_ok=True) or {}).get("status")
         if is_checkpoint_dir(run) and status == "done":
             done.append(run)
         else:

@@ -16,14 +16,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from analyses import read_table, write_table
+from analyses import outputs, read_table, write_table
 from interp.ablations.config import AblationConfig
 
 NAME = "pretrained_ablation"
 HEAVY = False  # 67 forward passes of SmolLM2 (~4 min on 2 cores): part of `make figures`
 TABLE = "pretrained_capacity_ablation.csv"
 FIGURE = "pretrained_capacity_ablation.png"
-OUTPUTS = [TABLE, "pretrained_capacity_ablation.meta.json", FIGURE]
+OUTPUTS = outputs(TABLE, FIGURE)
 
 # The library config (interp.ablations.AblationConfig); `interp ablate pretrained` builds its flags from it.
 Config = AblationConfig

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from analyses import read_table
+from analyses import outputs, read_table
 from analyses.group_ablation import (
     NAME_HELP,
     ONLY_HELP,
@@ -40,15 +40,14 @@ from analyses.group_ablation import (
     STEPS_HELP,
     build_experiment,
     compute_tables,
+    experiment_files,
 )
 from interp._util.config import option
 
 NAME = "schedule_sweep"
 HEAVY = True  # many training runs: `interp figures --recompute` re-renders unless named with --only
-TABLE = "schedule_sweep.csv"
-RUNS_TABLE = "schedule_sweep_runs.csv"
-FIGURE = "schedule_sweep.png"
-OUTPUTS = [TABLE, "schedule_sweep.meta.json", RUNS_TABLE, "schedule_sweep_runs.meta.json", FIGURE]
+TABLE, RUNS_TABLE, FIGURE = experiment_files(NAME)
+OUTPUTS = outputs(TABLE, RUNS_TABLE, FIGURE)
 
 # Paper Table 1, 440M, validation perplexity; pairs in the order of interp.training.experiments.SWEEP_PAIRS.
 PAPER_UNIFORM = 16.28

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from analyses import read_table, write_table
+from analyses import outputs, read_table, write_table
 
 NAME = "schedules"
 TABLE = "schedules.csv"
 FIGURE = "schedules.png"
-OUTPUTS = [TABLE, "schedules.meta.json", FIGURE]
+OUTPUTS = outputs(TABLE, FIGURE)
 
 
 @dataclass

@@ -15,14 +15,14 @@ from typing import Any
 
 import pandas as pd
 
-from analyses import read_table, recompute_command, resolve_root, write_table
+from analyses import outputs, read_table, recompute_command, resolve_root, write_table
 from interp._util.io import read_json
 from interp._util.paths import CONFIG_FILE, LOG_FILE, RESULT_FILE
 
 NAME = "train_comparison"
 TABLE = "train_comparison.csv"
 FIGURE = "train_comparison.png"
-OUTPUTS = [TABLE, "train_comparison.meta.json", FIGURE]
+OUTPUTS = outputs(TABLE, FIGURE)
 COLUMNS = ["run", "label", "kind", "step", "tokens", "loss", "val_loss", "val_ppl", "params"]
 
 

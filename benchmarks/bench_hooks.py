@@ -25,16 +25,7 @@ from torch import nn
 from transformer_lens.hook_points import HookPoint
 
 from benchmarks.bench_train import base_config
-from benchmarks.common import (
-    Report,
-    Spread,
-    command_line,
-    finish,
-    interleave,
-    paired_ratios,
-    parse_args,
-    set_threads,
-)
+from benchmarks.common import Spread, begin, finish, interleave, paired_ratios, parse_args
 from interp.model import TaperedLM
 
 NAME = "bench_hooks"
@@ -86,9 +77,7 @@ def per_call_seconds(calls: int, reps: int) -> dict[str, Spread]:
 
 def main(argv: Sequence[str] | None = None, command: str | None = None) -> str:
     args = parse_args(NAME, __doc__.splitlines()[0], argv)
-    set_threads(args.threads)
-    size = SIZES["quick" if args.quick else "real"]
-    report = Report(NAME, TITLE, command or command_line(NAME, argv), args.quick)
+    size, report = begin(args, SIZES, NAME, TITLE, argv, command)
     cfg = base_config(size["preset"], args.threads).with_overrides(schedule="cosine", start=1.5, end=0.5)
     torch.manual_seed(0)
     hooked = TaperedLM(cfg.model_config(size["vocab_size"]))

@@ -32,16 +32,7 @@ import torch
 
 from analyses.architectures import ARCHITECTURE_NAMES, BASELINE, MIXERS, TAPERED
 from benchmarks.bench_train import BareTrainer, synthetic_data, tokens_per_step
-from benchmarks.common import (
-    Report,
-    Spread,
-    command_line,
-    finish,
-    interleave,
-    paired_ratios,
-    parse_args,
-    set_threads,
-)
+from benchmarks.common import Report, Spread, begin, finish, interleave, paired_ratios, parse_args
 from interp.data import TokenData
 from interp.model import param_counts
 from interp.training import TORCH_DTYPE_NAMES, TrainConfig
@@ -110,7 +101,6 @@ def bench_mixer(report: Report, base: TrainConfig, data: TokenData, mixer: str, 
 
 def main(argv: Sequence[str] | None = None, command: str | None = None) -> str:
     args = parse_args(NAME, __doc__.splitlines()[0], argv, add_arguments)
-    set_threads(args.threads)
     size = SIZES["quick" if args.quick else "real"]
     mixers = [m.strip() for m in args.mixers.split(",") if m.strip()]
     blocks = args.blocks or size["blocks"]
@@ -123,7 +113,7 @@ def main(argv: Sequence[str] | None = None, command: str | None = None) -> str:
     name, title = (f"{NAME}_cuda", f"{TITLE}, on a GPU") if on_gpu else (NAME, TITLE)
     if args.preset:  # a non-default shape gets its own RESULTS.md section
         name, title = f"{name}_{args.preset}", f"{title}, preset {args.preset}"
-    report = Report(name, title, command or command_line(NAME, argv), args.quick)
+    size, report = begin(args, SIZES, name, title, argv, command, script=NAME)
     preset = args.preset or size["preset"]
     shape = {k: v for k, v in (("n_ctx", args.n_ctx), ("batch_size", args.batch_size)) if v}
     base = TrainConfig.from_preset(preset, threads=args.threads, progress=False, dtype=args.dtype, grad_accum=1,

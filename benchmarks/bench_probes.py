@@ -40,9 +40,8 @@ import torch
 from benchmarks.common import (
     GIB,
     MIB,
-    Report,
     Spread,
-    command_line,
+    begin,
     emit_result,
     finish,
     interleave_orders,
@@ -278,13 +277,11 @@ def main(argv: Sequence[str] | None = None, command: str | None = None) -> str |
         result = worker(args)
         emit_result(result)
         return result
-    set_threads(args.threads)
-    size = dict(SIZES["quick" if args.quick else "real"])
+    size, report = begin(args, SIZES, NAME, TITLE, argv, command)
     if args.sizes:
         size["tokens"] = tuple(int(t) for t in args.sizes.split(","))
     if args.wall_tokens:
         size["wall_tokens"] = args.wall_tokens
-    report = Report(NAME, TITLE, command or command_line(NAME, argv), args.quick)
     available = mem_available()
     budget = args.mem_budget_gib or min(DEFAULT_MEM_BUDGET_GIB, (available or 0) / 2 / GIB or DEFAULT_MEM_BUDGET_GIB)
     with tempfile.TemporaryDirectory(prefix="bench_probes_") as tmp:

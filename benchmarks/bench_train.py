@@ -35,16 +35,8 @@ if __package__ in (None, ""):  # run as a file: make `benchmarks` and `interp` i
 import numpy as np
 import torch
 
-from benchmarks.common import (
-    Report,
-    Spread,
-    command_line,
-    finish,
-    interleave,
-    paired_ratios,
-    parse_args,
-    set_threads,
-)
+from benchmarks.common import Report, Spread, begin, finish, interleave, paired_ratios, parse_args
+from interp._util.dtypes import torch_dtype
 from interp._util.paths import LOG_FILE
 from interp.data import TokenData, prepare_tokens
 from interp.model import TaperedLM, param_counts, training_flops_per_token
@@ -233,8 +225,8 @@ def bench_trainer(report: Report, base: TrainConfig, data: TokenData, size: dict
 def matmul_peak(sizes: Sequence[int], reps: int) -> dict[tuple[str, int], Spread]:
     """GFLOP/s (2 n^3 per matmul) of square matmuls, all (dtype, n) variants interleaved."""
     variants, ops = {}, {}
-    for dtype_name, torch_name in TORCH_DTYPE_NAMES.items():
-        dtype = getattr(torch, torch_name)
+    for dtype_name in TORCH_DTYPE_NAMES:
+        dtype = torch_dtype(dtype_name)
         for n in sizes:
             a, b = torch.randn(n, n).to(dtype), torch.randn(n, n).to(dtype)
             out = torch.empty(n, n, dtype=dtype)
@@ -324,9 +316,7 @@ def main(argv: Sequence[str] | None = None, command: str | None = None) -> str:
     parts = [p.strip() for p in args.parts.split(",") if p.strip()]
     if not parts or set(parts) - set(PARTS):
         raise SystemExit(f"benchmarks/{NAME}.py: --parts {args.parts!r}: choose from {','.join(PARTS)}")
-    set_threads(args.threads)
-    size = SIZES["quick" if args.quick else "real"]
-    report = Report(NAME, TITLE, command or command_line(NAME, argv), args.quick)
+    size, report = begin(args, SIZES, NAME, TITLE, argv, command)
     base = base_config(size["preset"], args.threads)
     data = synthetic_data(base.vocab_size) if args.quick else prepare_tokens(base.source, base.tokenizer,
                                                                                base.vocab_size, base.val_fraction)

@@ -17,7 +17,6 @@ Why each piece exists:
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import platform
@@ -32,6 +31,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from interp._util.io import file_lock, write_text_atomic
 
 BENCH_DIR = Path(__file__).resolve().parent
 REPO_ROOT = BENCH_DIR.parent
@@ -333,6 +334,17 @@ def set_threads(n: int) -> int:
     return torch.get_num_threads()
 
 
+def begin(args: argparse.Namespace, sizes: Mapping[str, Mapping[str, Any]], name: str, title: str,
+          argv: Sequence[str] | None, command: str | None = None,
+          script: str | None = None) -> tuple[dict[str, Any], Report]:
+    """What every benchmark's main() does once its flags are parsed: set torch's threads, take the size
+    table of --quick or the real run (a copy: the script may adjust it) and open the Report, headed by
+    `command` (run_all's) or the command line that reruns the script (`script`, default `name`)."""
+    set_threads(args.threads)
+    size = dict(sizes["quick" if args.quick else "real"])
+    return size, Report(name, title, command or command_line(script or name, argv), args.quick)
+
+
 def finish(report: Report, write: bool) -> str:
     """Print the section and, with --write, store it in RESULTS.md (never for --quick numbers)."""
     text = report.render()
@@ -352,23 +364,8 @@ def update_results(sections: Mapping[str, str], path: Path = RESULTS_FILE) -> Pa
     """
     from interp._util.paths import cache_dir
 
-    with _locked(cache_dir("locks") / f"{path.name}.lock"):  # outside the tree: nothing to ignore
+    with file_lock(cache_dir("locks") / f"{path.name}.lock"):  # outside the tree: nothing to ignore
         return _update_results(sections, path)
-
-
-@contextlib.contextmanager
-def _locked(lock_path: Path):
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - Windows: no lock
-        yield
-        return
-    with open(lock_path, "w") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def _update_results(sections: Mapping[str, str], path: Path) -> Path:
@@ -381,7 +378,5 @@ def _update_results(sections: Mapping[str, str], path: Path) -> Path:
             text = pattern.sub(lambda _: block, text, count=1)
         else:
             text = text.rstrip() + "\n\n" + block + "\n"
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
+    write_text_atomic(path, text)
     return path

@@ -170,6 +170,12 @@ def text_sha256(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+def json_sha256(obj: object) -> str:
+    """sha256 (64 hex) of an object's canonical JSON (sorted keys): the cache keys of tokenizers, token files
+    and probe settings."""
+    return text_sha256(json.dumps(obj, sort_keys=True))
+
+
 @contextlib.contextmanager
 def file_lock(path: PathLike) -> Iterator[None]:
     """Exclusive advisory lock on `path` (created) while the block runs: DDP ranks and parallel jobs that

@@ -10,10 +10,11 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from interp._util.config import comma_list, option
+from interp._util.dtypes import dtype_names
 
 GROUPS = ("early", "middle", "late")
 SELECTIONS = ("lowest", "random")
-DTYPE_NAMES = ("float32", "bfloat16")   # interp.ablations.DTYPES maps them to autocast dtypes
+DTYPE_NAMES = dtype_names("float32", "bfloat16")   # interp.ablations.DTYPES maps them to autocast dtypes
 
 
 def _skip_layers(text: str) -> tuple[int, ...] | None:

@@ -7,11 +7,11 @@ from collections.abc import Iterable
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from jaxtyping import Float, Int
 from torch import Tensor, nn
 
 from interp.hf import unwrap
+from interp.model import next_token_loss
 from interp.stats import t_quantile
 
 
@@ -42,9 +42,8 @@ def sequence_losses(model: Any, batches: Iterable[Int[Tensor, "batch pos"]],
         tokens = tokens.to(device)
         with _autocast(autocast_dtype, device):
             logits = _forward_logits(root, tokens)
-        ce = F.cross_entropy(logits[:, :-1].float().reshape(-1, logits.shape[-1]), tokens[:, 1:].reshape(-1),
-                             reduction="none")
-        out.append(ce.view(tokens.shape[0], -1).double().mean(1).cpu())
+        ce = next_token_loss(logits, tokens, reduction="none", fp32=True)  # [batch, pos - 1]
+        out.append(ce.double().mean(1).cpu())
     if not out:
         raise ValueError("sequence_losses: `batches` was empty")
     return torch.cat(out)

@@ -13,6 +13,7 @@ import torch
 from jaxtyping import Int
 from torch import Tensor
 
+from interp._util.dtypes import torch_dtype
 from interp._util.io import text_sha256
 from interp.ablations.conditions import Condition, ablated, build_conditions, removals
 from interp.ablations.config import DTYPE_NAMES, AblationConfig
@@ -23,7 +24,8 @@ from interp.ablations.sites import layer_groups, mlp_sites
 if TYPE_CHECKING:
     import pandas as pd
 
-DTYPES = dict(zip(DTYPE_NAMES, (None, torch.bfloat16)))  # name -> autocast dtype (None: run as loaded)
+# name -> autocast dtype; float32 means no autocast (None: the model runs as loaded)
+DTYPES = {name: None if name == "float32" else torch_dtype(name) for name in DTYPE_NAMES}
 # Tidy output table, one row per condition. layers: "first-last" layers touched; n_tokens: predicted
 # tokens per condition (n_sequences * (seq_len - 1)); delta*: vs the baseline, paired over sequences;
 # fp32_baseline_loss: the baseline in fp32 (the bf16-autocast check; = the baseline loss when dtype=float32);

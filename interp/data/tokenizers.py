@@ -13,7 +13,7 @@ from pathlib import Path
 
 import tokenizers
 
-from interp._util.io import file_fingerprint, file_lock, read_json, text_sha256, write_text_atomic
+from interp._util.io import file_fingerprint, file_lock, json_sha256, read_json, text_sha256, write_text_atomic
 from interp._util.paths import cache_dir
 from interp._util.provenance import package_versions
 from interp.data.corpora import documents_hash, load_split, looks_like_path, source_label
@@ -83,11 +83,6 @@ def get_tokenizer(name: str | TextTokenizer = "bpe", vocab_size: int = 8192, sou
         raise FileNotFoundError(f"tokenizer {name!r}: no such file or folder")
     raise ValueError(f"unknown tokenizer {name!r}: use 'bpe', 'smollm2', a local HF tokenizer folder, "
                      "a tokenizer.json file or a .gguf file")
-
-
-def json_sha256(obj: object) -> str:
-    """sha256 (64 hex) of an object's canonical JSON: the cache keys of tokenizers and token files."""
-    return text_sha256(json.dumps(obj, sort_keys=True))
 
 
 def _bpe_tokenizer(source: str, vocab_size: int, val_fraction: float) -> TextTokenizer:

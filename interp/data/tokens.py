@@ -19,10 +19,10 @@ import torch
 from jaxtyping import Int
 from torch import Tensor
 
-from interp._util.io import atomic_write, file_lock, read_json, write_text_atomic
+from interp._util.io import atomic_write, file_lock, json_sha256, read_json, write_text_atomic
 from interp._util.paths import TOKENS_META_SUFFIX, TOKENS_SUFFIX, cache_dir
 from interp.data.corpora import SPLITS, Document, documents_hash, load_documents, source_label, split_documents
-from interp.data.tokenizers import TextTokenizer, created_with, get_tokenizer, json_sha256
+from interp.data.tokenizers import TextTokenizer, created_with, get_tokenizer
 
 TOKENS_FORMAT = 1            # bump when the token-file layout or separator convention changes
 ENCODE_BATCH_DOCS = 1_024    # documents per encode_batch call: bounds memory on large corpora

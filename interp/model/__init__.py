@@ -15,7 +15,7 @@ _EXPORTS = {
     'SwiGLU': 'decoder',
     'Block': 'decoder',
     'TaperedLM': 'decoder',
-    'next_token_loss': 'decoder',
+    'next_token_loss': 'loss',
     '_layer_table': 'counts',
     'param_counts': 'counts',
     'flops_per_token': 'counts',

@@ -41,6 +41,7 @@ _RETURN_TYPES = ("logits", "loss", "both")
 
 
 from interp.model.config import ModelConfig
+from interp.model.loss import next_token_loss
 from interp.model.mixers import MIXERS
 
 
@@ -140,15 +141,3 @@ class TaperedLM(HookedRootModule):
             return logits
         loss = next_token_loss(logits, tokens)
         return loss if return_type == "loss" else (logits, loss)
-
-
-def next_token_loss(logits: Float[Tensor, "batch pos d_vocab"], tokens: Int[Tensor, "batch pos"]) -> Float[Tensor, ""]:
-    """Mean cross-entropy of logits[:, :-1] against tokens[:, 1:].
-
-    The last position gets target -100 (ignored) instead of slicing, so the [batch pos vocab] logits
-    are never copied (slicing then flattening would copy the largest tensor of the step).
-    """
-    if tokens.shape[1] < 2:
-        raise ValueError(f"next_token_loss: need at least 2 positions for a next-token loss, got {tokens.shape[1]}")
-    targets = F.pad(tokens[:, 1:].long(), (0, 1), value=-100)
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=-100)

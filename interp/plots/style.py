@@ -8,7 +8,6 @@ nothing leaks into pyplot's global state and nothing needs closing; the Agg canv
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Callable, Iterable
 from functools import wraps
 from pathlib import Path
@@ -20,6 +19,8 @@ matplotlib.use("Agg")  # headless and deterministic; must precede any backend us
 
 import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
+
+from interp._util.io import atomic_write  # noqa: E402
 
 DPI = 150
 # README-sized figures: readable at GitHub's ~900 px column width.
@@ -93,16 +94,13 @@ def save_figure(fig: Figure, path: str | Path, dpi: int = DPI) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fmt = path.suffix.lstrip(".").lower() or "png"
     metadata = {"Software": None} if fmt == "png" else None
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=path.suffix, dir=path.parent)
-    os.close(fd)
-    try:
+
+    def write(tmp: Path) -> None:
         with matplotlib.rc_context(STYLE):
             fig.savefig(tmp, format=fmt, dpi=dpi, bbox_inches="tight", metadata=metadata)
-        os.chmod(tmp, 0o644)  # mkstemp makes 0600; a figure is meant to be read
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+        os.chmod(tmp, 0o644)  # a figure is meant to be read, whatever the umask
+
+    atomic_write(path.parent, {path.name: write})
     return path
 
 

@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 import math
 import os
 import re
@@ -56,7 +55,7 @@ from typing import TYPE_CHECKING, Any
 
 from interp._util.config import reject_unknown_keys
 from interp._util.dist import Distributed, env_rank, env_world_size, shard  # noqa: F401 (shard re-exported)
-from interp._util.io import atomic_write, read_json, text_sha256, write_json_atomic
+from interp._util.io import atomic_write, json_sha256, read_json, text_sha256, write_json_atomic
 from interp._util.paths import CONFIG_FILE, WEIGHTS_FILE, cache_dir
 from interp.probes.config import ProbeConfig
 
@@ -158,7 +157,7 @@ class BatchConfig:
 
 
 def settings_hash(settings: dict[str, Any]) -> str:
-    return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
+    return json_sha256(settings)[:16]
 
 
 # --------------------------------------------------------------------------------------------------

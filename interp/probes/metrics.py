@@ -21,10 +21,11 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
+from interp._util.dtypes import torch_dtype
 from interp.probes.names import ALL_METRIC_NAMES, DEFAULT_EPS, DTYPE_NAMES
 from interp.stats import RunningHistogram
 
-COMPUTE_DTYPES = {name: getattr(torch, name) for name in DTYPE_NAMES}  # "float32" -> torch.float32
+COMPUTE_DTYPES = {name: torch_dtype(name) for name in DTYPE_NAMES}  # "float32" -> torch.float32
 
 
 def cosine(a: Float[Tensor, "*tok d"], b: Float[Tensor, "*tok d"], eps: float = DEFAULT_EPS) -> Float[Tensor, "*tok"]:

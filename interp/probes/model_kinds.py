@@ -1,5 +1,5 @@
 """What kind of model object the probes were handed: a HookedRootModule (our TaperedLM), a TransformerBridge,
-an interp.hf.LoadedModel, or a bare HF model. The backends and the text code ask these questions."""
+an interp.hf.LoadedModel, or a bare HF model. The backends ask these questions (unwrapping is interp.hf.unwrap)."""
 
 from __future__ import annotations
 
@@ -42,11 +42,6 @@ def _require_hf_source(model: Any) -> Any:
         raise TypeError(f"cannot probe a {type(model).__name__}: pass a registry name / path, an "
                         "interp.hf.LoadedModel, an HF causal LM, a TaperedLM or a TransformerBridge")
     return source
-
-
-def _unwrap_model(model: Any) -> Any:
-    """The nn.Module inside a wrapper (LoadedModel.model); a module as it is."""
-    return getattr(model, "model", model) if not isinstance(model, nn.Module) else model
 
 
 def _model_device(model: nn.Module) -> torch.device:

@@ -5,6 +5,8 @@ must not import torch; interp.probes.metrics (torch) builds METRICS in the order
 
 from __future__ import annotations
 
+from interp._util.dtypes import dtype_names
+
 SITES = ("resid_pre", "attn_out", "resid_mid", "mlp_out", "resid_post")  # forward order within a layer
 # Opt-in sites, hooked only when a tracked metric reads them. mlp_in = the MLP module's input, i.e. the
 # output of its input norm (RMSNorm(resid_mid) incl. gain); in forward order it sits after resid_mid.
@@ -13,7 +15,7 @@ ALL_SITES = ("resid_pre", "attn_out", "resid_mid", "mlp_in", "mlp_out", "resid_p
 REFERENCES = ("raw", "normed")  # reference="normed" adds rho_mlp_normed to the metrics
 BACKENDS = ("torch", "transformer_lens", "nnsight", "hookpoints")
 POSITIONS = ("skip_first", "all")
-DTYPE_NAMES = ("float32", "float64")  # precision of the metric math (interp.probes.metrics.COMPUTE_DTYPES)
+DTYPE_NAMES = dtype_names("float32", "float64")  # precision of the metric math (interp.probes.metrics.COMPUTE_DTYPES)
 DEFAULT_EPS = 1e-8
 
 # Every metric interp.probes.metrics.METRICS defines, in table order; the opt-in ones need extra sites.

@@ -17,8 +17,8 @@ from jaxtyping import Bool, Int
 from torch import Tensor
 
 from interp._util.io import text_sha256  # noqa: F401 (re-exported: result rows name their text by it)
+from interp.hf import unwrap
 from interp.probes.config import sequence_plan, too_little_text
-from interp.probes.model_kinds import _unwrap_model
 from interp.probes.names import POSITIONS
 
 
@@ -80,8 +80,11 @@ def encode_text(tokenizer: Any, text: str) -> list[int]:
 def _bos_id(tokenizer: Any, model: Any) -> int:
     """BOS for prepend_bos: the tokenizer's bos_token_id, else the model config's, else (our BPE
     models) the document separator eos_id, which is what marks a document start in training."""
-    for candidate in (getattr(tokenizer, "bos_token_id", None),
-                      getattr(getattr(_unwrap_model(model), "config", None), "bos_token_id", None),
+    try:
+        config = getattr(unwrap(model), "config", None)
+    except TypeError:  # not a model object: the backend names what it accepts
+        config = None
+    for candidate in (getattr(tokenizer, "bos_token_id", None), getattr(config, "bos_token_id", None),
                       getattr(tokenizer, "eos_id", None)):
         if isinstance(candidate, int):
             return candidate

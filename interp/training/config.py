@@ -12,13 +12,14 @@ import math
 from dataclasses import dataclass
 
 from interp._util.config import option, reject_unknown_keys
+from interp._util.dtypes import AUTO, TORCH_NAMES, dtype_names
 from interp.schedules import WidthSpec
 from interp.training.presets import PRESETS
 
 # The precisions a run (and the training benchmarks) can compute in, -> torch dtype names. "auto" picks
 # bf16 where the hardware has native bf16 units (interp.training.trainer.bf16_is_native), else fp32.
-TORCH_DTYPE_NAMES = {"fp32": "float32", "bf16": "bfloat16"}
-DTYPES = (*TORCH_DTYPE_NAMES, "auto")
+DTYPES = dtype_names("fp32", "bf16", AUTO)
+TORCH_DTYPE_NAMES = {name: TORCH_NAMES[name] for name in DTYPES if name != AUTO}  # {"fp32": "float32", ...}
 WIDTH_FIELDS = tuple(f.name for f in dataclasses.fields(WidthSpec))
 # Fields that change how a run is executed or reported, never its weights: they may differ on resume.
 RUNTIME_FIELDS = ("out_dir", "resume", "threads", "eval_interval", "ckpt_interval", "keep_step_checkpoints",

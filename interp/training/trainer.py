@@ -37,19 +37,19 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.distributed as tdist
-import torch.nn.functional as F
 from jaxtyping import Int
 from torch import Tensor
 from torch.nn.parallel import DistributedDataParallel
 
 from interp._util.dist import Distributed
+from interp._util.dtypes import AUTO, torch_dtype
 from interp._util.io import atomic_write, read_json, write_json_atomic
 from interp._util.paths import CONFIG_FILE, LOG_FILE, RESULT_FILE, TRAIN_STATE_FILE
 from interp._util.provenance import provenance
 from interp.data import TokenData, prepare_tokens
-from interp.model import TaperedLM, flops_per_token, param_counts, training_flops_per_token
+from interp.model import TaperedLM, flops_per_token, next_token_loss, param_counts, training_flops_per_token
 from interp.training import checkpoints
-from interp.training.config import TORCH_DTYPE_NAMES, TrainConfig, config_diff, lr_at
+from interp.training.config import TrainConfig, config_diff, lr_at
 
 
 def bf16_is_native(device: torch.device) -> bool:
@@ -67,9 +67,9 @@ def bf16_is_native(device: torch.device) -> bool:
 
 def compute_dtype(name: str, device: torch.device) -> torch.dtype:
     """TrainConfig.dtype ("fp32" | "bf16" | "auto") -> the torch dtype the forward runs in on `device`."""
-    if name == "auto":
+    if name == AUTO:
         name = "bf16" if bf16_is_native(device) else "fp32"
-    return getattr(torch, TORCH_DTYPE_NAMES[name])
+    return torch_dtype(name)
 
 
 # ------------------------------------------------------------------------------------------- the step
@@ -85,7 +85,7 @@ def lm_loss_sum(model: torch.nn.Module, batch: Int[Tensor, "batch n_ctx_plus_1"]
                 else contextlib.nullcontext())
     with autocast:
         logits = model(batch[:, :-1])  # [b, n_ctx, vocab]
-    return F.cross_entropy(logits.flatten(0, 1).float(), batch[:, 1:].flatten(), reduction="sum")
+    return next_token_loss(logits, batch, reduction="sum", fp32=True)
 
 
 def train_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer,

@@ -7,6 +7,7 @@ from typing import Any
 
 from torch import nn
 
+from interp.hf import get_submodule, layer_modules, root_and_sites, unwrap
 from interp.probes.backends.base import Backend, Plan, _Site, _Target
 from interp.probes.model_kinds import _is_bridge, _is_hooked_root, _require_hf_source
 from interp.probes.names import SITES
@@ -57,16 +58,14 @@ def _hooked_mlp_modules(model: nn.Module, n_layers: int) -> list[nn.Module]:
 
 def _hf_target(loaded: Any, mlp_in: bool = False) -> _Target:
     """Sites of an HF model from its SiteMap (interp.hf). Accepts a LoadedModel or a bare HF model."""
-    from interp import hf as pretrained
-
-    model = loaded.model if isinstance(loaded, pretrained.LoadedModel) else loaded
     try:
-        sm = loaded.sites if isinstance(loaded, pretrained.LoadedModel) else pretrained.site_map_for(model)
+        model, sm = root_and_sites(loaded)
     except ValueError as err:
-        raise ValueError(f"cannot probe {type(model).__name__}: its MLP and residual sites are unknown. {err}") from None
-    layers = pretrained.layer_modules(loaded)
+        raise ValueError(f"cannot probe {type(unwrap(loaded)).__name__}: its MLP and residual sites are unknown. "
+                         f"{err}") from None
+    layers = layer_modules(loaded)
     for rel in (sm.mlp_input_norm, sm.mlp_out_module, sm.mlp):
-        pretrained.get_submodule(layers[0], rel)  # AttributeError naming the SiteMap entry if it is wrong
+        get_submodule(layers[0], rel)  # AttributeError naming the SiteMap entry if it is wrong
     sites = [_hf_layer_sites(sm, l, mlp_in) for l in range(len(layers))]
     mlp_site = f"{sm.mlp_out_module} output" + (" (post-MLP norm, what is added to the stream)" if sm.post_mlp_norm else "")
     hook_sites = ("; ".join(f"{s.site}={s.describe()}" for s in _hf_layer_sites(sm, "{l}", mlp_in))
