@@ -1,6 +1,6 @@
 """The capacity-ablation figure: a tidy table from interp.ablations in, a matplotlib Figure out.
 
-Kept beside interp/plots.py (same STYLE, colours and save_figure) rather than inside it so each figure
+Kept beside interp/plots/style.py (same STYLE, colours and save_figure) in its own module so each figure
 module stays small. Group colours reuse the wider-early / -middle / -late profile colours, so a reader
 sees the same thirds in the same colours across the training and ablation figures.
 """

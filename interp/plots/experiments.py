@@ -1,6 +1,6 @@
 """Figures of the multi-run training experiments: summary tables in, matplotlib Figures out.
 
-Kept apart from interp/plots.py (one module per owner) but built the same way: `Figure` objects,
+One module per figure family, built the same way: `Figure` objects,
 no pyplot, STYLE via rc_context, colours from COLORS, saved with interp.plots.save_figure.
 Inputs are the tables of interp.training.results.summarize plus the analyses' paper columns.
 """

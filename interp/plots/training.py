@@ -1,6 +1,6 @@
 """Figures of how layer-wise novelty develops over training: batch tables in, matplotlib Figures out.
 
-Kept apart from interp/plots.py (one module per owner) but built the same way: `Figure` objects, no
+One module per figure family, built the same way: `Figure` objects, no
 pyplot, STYLE via rc_context, saved with interp.plots.save_figure. Input: the tidy rows of
 interp.probes.batch (one row per run, step, layer and metric; `mean` is the token-averaged metric).
 """
