@@ -72,7 +72,11 @@ def run_pretrained(args: argparse.Namespace) -> int:
     from analyses import read_table
 
     cfg = pretrained_config(args)
-    pa.compute(cfg, args.figures_dir)
+    try:
+        pa.compute(cfg, args.figures_dir)
+    except (ValueError, OSError, ModuleNotFoundError) as err:  # a bad model spec, text or file: one line
+        print(f"interp ablate pretrained: {err}", file=sys.stderr)
+        return 2
     paths = pa.render(args.figures_dir)
     summary = pa.summarize(read_table(args.figures_dir, pa.TABLE, pa.NAME))
     with pd.option_context("display.width", 200, "display.float_format", "{:+.4f}".format):

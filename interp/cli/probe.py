@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
         torch.set_num_threads(args.threads)
     try:
         df = probe(args.model, config=probe_config(args))
-    except (ValueError, FileNotFoundError, ModuleNotFoundError) as err:
+    except (ValueError, OSError, ModuleNotFoundError) as err:  # OSError: files, and hub ids offline
         print(f"interp probe: {err}", file=sys.stderr)
         return 2
     timing = df.attrs.get("timing", {})
