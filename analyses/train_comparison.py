@@ -24,6 +24,7 @@ TABLE = "train_comparison.csv"
 FIGURE = "train_comparison.png"
 OUTPUTS = outputs(TABLE, FIGURE)
 COLUMNS = ["run", "label", "kind", "step", "tokens", "loss", "val_loss", "val_ppl", "params"]
+RUN_COLUMNS = ["device", "dtype"]  # what produced the numbers (result.json): dtype="auto" is bf16 only on bf16 hardware
 
 
 @dataclass
@@ -106,6 +107,8 @@ def read_run(run_dir: Path) -> pd.DataFrame:
     df["run"] = run_dir.name
     df["label"] = label
     df["params"] = result.get("params")
+    for column in RUN_COLUMNS:
+        df[column] = result.get(column)
     return df
 
 

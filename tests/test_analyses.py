@@ -101,7 +101,7 @@ def write_run(run_dir: Path, label: str, params: int, final: float, steps: int =
 def test_read_run_tidies_a_run_directory(tmp_path):
     write_run(tmp_path / "u", "uniform", 1000, 5.0)
     df = train_comparison.read_run(tmp_path / "u")
-    assert list(df.columns) == train_comparison.COLUMNS
+    assert list(df.columns) == train_comparison.COLUMNS + train_comparison.RUN_COLUMNS
     assert df["kind"].value_counts().to_dict() == {"train": 30, "eval": 3, "result": 1}
     assert (df["label"] == "uniform").all() and (df["params"] == 1000).all() and (df["run"] == "u").all()
     result = df[df["kind"] == "result"].iloc[0]

@@ -21,6 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from interp import data
+from interp.data.tokenizers import _smollm2_gguf
 from interp.data import Document, TokenData, TokenFileError
 
 WORDS = ("the river stone light garden winter machine silver quiet north market letter village engine "
@@ -390,7 +391,7 @@ def test_wiki_with_real_tokenizers():
     from transformers import (
         AutoTokenizer,  # independent path: transformers' own GGUF tokenizer
     )
-    reference = AutoTokenizer.from_pretrained(str(data._smollm2_gguf().parent), gguf_file=data.SMOLLM2_GGUF)
+    reference = AutoTokenizer.from_pretrained(str(_smollm2_gguf().parent), gguf_file=data.SMOLLM2_GGUF)
     text = sample[:3000]
     assert smol.encode(text) == reference(text, add_special_tokens=False)["input_ids"]
     smol_tokens = data.prepare_tokens("wiki", "smollm2")

@@ -1,6 +1,6 @@
 """Every model kind through every entry point (tests/test_hf_dirs.py covers save_pretrained directories and
 our checkpoints): a registry name and the same model as a .gguf file give identical numbers through
-`interp probe`, `interp batch` and `interp ablate pretrained`; a hub id fails offline with one clear line.
+`interp probe`, `interp batch` (which takes the registry name as well) and `interp ablate pretrained`; a hub id fails offline with one clear line.
 
 Loads SmolLM2-135M (integration): ~1 min with the dequantized cache built."""
 
@@ -42,11 +42,14 @@ def test_probe_registry_name_and_gguf_file_agree(gguf, tmp_path):
     pd.testing.assert_frame_equal(_numbers(tables[NAME]), _numbers(tables[gguf]), check_exact=True)
 
 
-def test_batch_takes_a_gguf_file_and_matches_probe(gguf, tmp_path):
+@pytest.mark.parametrize("kind", ["gguf", "registry"])
+def test_batch_takes_a_gguf_file_or_registry_name_and_matches_probe(kind, gguf, tmp_path):
     out = tmp_path / "batch.parquet"
-    assert main(["batch", gguf, *PROBE, "--out", str(out), "--no-progress"]) == 0
+    assert main(["batch", gguf if kind == "gguf" else NAME, *PROBE, "--out", str(out), "--no-progress"]) == 0
     rows = pd.read_parquet(out)
     assert set(rows["kind"]) == {"gguf"} and set(rows["status"]) == {"ok"}
+    if kind == "registry":
+        assert set(rows["label"]) == {NAME}
     assert main(["probe", "--model", gguf, *PROBE, "--out", str(tmp_path / "p.parquet")]) == 0
     pd.testing.assert_frame_equal(_numbers(rows), _numbers(pd.read_parquet(tmp_path / "p.parquet")),
                                   check_exact=True)

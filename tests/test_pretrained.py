@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from interp import hf as pt
+from interp.hf import cache as hf_cache
 from interp._util.paths import CONFIG_FILE, WEIGHTS_FILE
 from interp.cli import models as cli_models
 from interp.hf import (
@@ -217,18 +218,18 @@ def test_hub_id_offline_fails_with_clear_message(monkeypatch):
 def test_cache_is_written_atomically_validated_and_rebuilt(tmp_path):
     model, tok = _tiny_model("LlamaForCausalLM"), word_tokenizer()
     path = tmp_path / "tiny-abc"
-    assert not pt._valid_cache(path)
-    pt._save_cache(model, tok, path, origin={"gguf": "x.gguf", "key": "tiny-abc"})
-    assert pt._valid_cache(path) and json.loads((path / pt.ORIGIN_FILE).read_text())["gguf"] == "x.gguf"
+    assert not hf_cache._valid_cache(path)
+    hf_cache._save_cache(model, tok, path, origin={"gguf": "x.gguf", "key": "tiny-abc"})
+    assert hf_cache._valid_cache(path) and json.loads((path / pt.ORIGIN_FILE).read_text())["gguf"] == "x.gguf"
     assert not list(tmp_path.glob(".tmp-*")), "temp dir left behind"
     weights = path / WEIGHTS_FILE
     full = weights.read_bytes()
     weights.write_bytes(full[:-4])  # header intact, data truncated, as after a crash mid-copy
-    assert not pt._valid_cache(path)
+    assert not hf_cache._valid_cache(path)
     weights.write_bytes(full[:100])  # header truncated
-    assert not pt._valid_cache(path)
-    pt._save_cache(model, tok, path, origin={"gguf": "x.gguf", "key": "tiny-abc"})  # rebuild over it
-    assert pt._valid_cache(path)
+    assert not hf_cache._valid_cache(path)
+    hf_cache._save_cache(model, tok, path, origin={"gguf": "x.gguf", "key": "tiny-abc"})  # rebuild over it
+    assert hf_cache._valid_cache(path)
 
 
 def test_cli_models_table_lists_registry(capsys):
@@ -265,7 +266,7 @@ def test_smollm2_cache_round_trip(smol):
     gguf, cached = smol["gguf"], smol["cached"]
     assert not gguf.from_cache and gguf.source.endswith(".gguf")
     assert cached.from_cache and (Path(cached.source) / WEIGHTS_FILE).is_file()
-    assert pt._valid_cache(Path(cached.source))
+    assert hf_cache._valid_cache(Path(cached.source))
     sd_g, sd_c = gguf.model.state_dict(), cached.model.state_dict()
     assert sd_g.keys() == sd_c.keys()
     for name in ("model.embed_tokens.weight", "model.layers.7.mlp.down_proj.weight",

@@ -203,3 +203,12 @@ def test_every_lazy_export_resolves(package):
         assert getattr(module, name) is getattr(target, name)
     with pytest.raises(AttributeError):
         module.no_such_name_anywhere  # noqa: B018
+
+
+def test_lazy_exports_refuse_private_names():
+    from interp._util.lazy import lazy_exports as make
+
+    with pytest.raises(ValueError, match="private names"):
+        make("interp.probes", {"_plan": "run"})
+    getattr_, dir_, all_ = make("interp.probes", {"probe": "run"})
+    assert all_ == ["probe"] and dir_() == ["probe"]

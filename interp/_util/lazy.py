@@ -11,8 +11,13 @@ import importlib
 from collections.abc import Callable
 
 
-def lazy_exports(package: str, exports: dict[str, str]) -> tuple[Callable[[str], object], Callable[[], list[str]]]:
-    """(__getattr__, __dir__) for `package`, resolving each name in `exports` from `package.<submodule>`."""
+def lazy_exports(package: str, exports: dict[str, str]
+                 ) -> tuple[Callable[[str], object], Callable[[], list[str]], list[str]]:
+    """(__getattr__, __dir__, __all__) for `package`, resolving each name in `exports` from
+    `package.<submodule>`. Only public names are exported: private helpers are imported from their module."""
+    private = sorted(n for n in exports if n.startswith("_"))
+    if private:
+        raise ValueError(f"{package}._EXPORTS lists private names {private}: import those from their module")
 
     def __getattr__(name: str) -> object:
         if name not in exports:
@@ -22,4 +27,4 @@ def lazy_exports(package: str, exports: dict[str, str]) -> tuple[Callable[[str],
     def __dir__() -> list[str]:
         return sorted(exports)
 
-    return __getattr__, __dir__
+    return __getattr__, __dir__, sorted(exports)

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import functools
 import importlib.metadata
+import os
+import platform
 import subprocess
+import sys
 
 from interp._util.paths import REPO_ROOT
 
@@ -36,9 +39,37 @@ def git_commit() -> str:
         return "unknown"
 
 
+@functools.cache
+def cpu_info() -> dict[str, object]:
+    """The CPU a result ran on: model name, cores, and whether it has native bf16 (AVX512-BF16 / AMX), which
+    decides what dtype="auto" resolves to and how fast bf16 runs: results differ between CPU kinds."""
+    name, flags = platform.processor() or platform.machine(), set()
+    try:
+        for line in open("/proc/cpuinfo", encoding="utf-8"):
+            key, _, value = line.partition(":")
+            if key.strip() == "model name" and name in ("", platform.machine(), platform.processor()):
+                name = value.strip()
+            elif key.strip() == "flags" and not flags:
+                flags = set(value.split())
+    except OSError:
+        pass
+    return {"cpu": name, "cores": os.cpu_count(), "bf16_native": bool(flags & {"avx512_bf16", "amx_bf16"})}
+
+
+def hardware() -> dict[str, object]:
+    """cpu_info() plus, when torch is already imported (never imported here: start-up stays cheap), its
+    thread count and the CUDA device."""
+    info = dict(cpu_info())
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        info["torch_threads"] = torch.get_num_threads()
+        info["cuda"] = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+    return info
+
+
 def provenance() -> dict[str, object]:
-    """One dict to store beside a checkpoint or a result table."""
-    return {"packages": package_versions(), "git_commit": git_commit()}
+    """One dict to store beside a checkpoint or a result table: packages, commit, hardware."""
+    return {"packages": package_versions(), "git_commit": git_commit(), "hardware": hardware()}
 
 
 def versions_string() -> str:

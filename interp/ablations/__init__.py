@@ -45,28 +45,17 @@ _EXPORTS = {
     'contribution_scores': 'scores',
     'n_to_remove': 'scores',
     'select_neurons': 'scores',
-    '_layer_generator': 'scores',
     'KINDS': 'conditions',
     'Condition': 'conditions',
     'build_conditions': 'conditions',
     'removals': 'conditions',
-    '_mask_hook': 'conditions',
-    '_zero_hook': 'conditions',
     'ablated': 'conditions',
-    '_forward_logits': 'loss',
-    '_autocast': 'loss',
-    '_device': 'loss',
     'sequence_losses': 'loss',
     'paired_delta': 'loss',
     'DTYPES': 'run',
     'COLUMNS': 'run',
-    '_Sequences': 'run',
     'split_sequences': 'run',
-    '_load_sequences': 'run',
-    '_load': 'run',
-    '_row': 'run',
     'run_pretrained_ablation': 'run',
 }
 
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
-__all__ = [n for n in _EXPORTS if not n.startswith("_")]
+__getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)

@@ -31,7 +31,6 @@ _EXPORTS = {
     'TextTokenizer': 'tokenizers',
     'get_tokenizer': 'tokenizers',
     'train_bpe': 'tokenizers',
-    '_smollm2_gguf': 'tokenizers',
     # token files
     'TOKENS_FORMAT': 'tokens',
     'ENCODE_BATCH_DOCS': 'tokens',
@@ -44,5 +43,4 @@ _EXPORTS = {
     'load_tokens': 'tokens',
 }
 
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
-__all__ = [n for n in _EXPORTS if not n.startswith("_")]
+__getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)

@@ -6,6 +6,7 @@ Why a separate module: interp.probes analyses ONE model; studying how novelty de
 visit, what is already done, what failed, and how shards combine.
 
 PATH expansion (expand_paths), applied to each PATH in order:
+  * a registry name (smollm2-135m, ...)    -> its .gguf file (label = the name)
   * a `.gguf` file                         -> itself
   * an HF model directory                  -> itself (config.json with `model_type` or `architectures`,
                                               as interp.hf.resolve.classify_dir decides; save_pretrained)
@@ -57,6 +58,8 @@ from interp._util.config import reject_unknown_keys
 from interp._util.dist import Distributed, env_rank, env_world_size, shard  # noqa: F401 (shard re-exported)
 from interp._util.io import atomic_write, json_sha256, read_json, text_sha256, write_json_atomic
 from interp._util.paths import CONFIG_FILE, WEIGHTS_FILE, cache_dir
+from interp.hf.registry import REGISTRY
+from interp.hf.resolve import resolve_model
 from interp.probes.config import ProbeConfig
 
 # Importing this module imports no torch (the CLI builds `interp batch --help` from BatchConfig's
@@ -282,9 +285,14 @@ def expand_paths(paths: list[str | Path]) -> list[Target]:
     seen: set[Path] = set()
     for raw in paths:
         path = Path(raw).expanduser()
-        if not path.exists():
-            raise FileNotFoundError(f"{raw}: no such file or directory")
-        found = _targets_at(path)
+        if not path.exists() and str(raw) in REGISTRY:  # a registry name: its GGUF file (same numbers; tested)
+            resolve_model(raw)  # ModuleNotFoundError with the pip command when its package is missing
+            path = REGISTRY[str(raw)].locate()
+            found = [Target(path, "gguf", label=str(raw))]
+        elif not path.exists():
+            raise FileNotFoundError(f"{raw}: no such file or directory (nor a registry model: {', '.join(REGISTRY)})")
+        else:
+            found = _targets_at(path)
         if not found:
             raise ValueError(f"{raw}: found no checkpoint dir (model.safetensors + config.json), run dir "
                              f"(checkpoints/step_*), HF model dir or {GGUF_SUFFIX} file there")

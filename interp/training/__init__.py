@@ -63,5 +63,4 @@ _EXPORTS = {
     'summarize': 'results',
 }
 
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
-__all__ = [n for n in _EXPORTS if not n.startswith("_")]
+__getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)
