@@ -230,6 +230,7 @@ def _ddp_worker() -> None:
         dist.broadcast(ref, 0)
         assert torch.equal(flat, ref), f"{mixer}: ranks diverged"
         print(f"DDP_OK {mixer} rank={rank}", flush=True)
+    dist.barrier()  # see interp._util.dist.Distributed.close: no rank leaves while a peer is in flight
     dist.destroy_process_group()
 
 

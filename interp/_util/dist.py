@@ -90,6 +90,9 @@ class Distributed:
             import torch.distributed as tdist
 
             if tdist.is_initialized():
+                # Without a barrier a rank that finishes first tears its gloo connections down while a
+                # peer is still in flight, and the peer's gloo thread aborts the process (std::terminate).
+                tdist.barrier()
                 tdist.destroy_process_group()
             self.created = self.group = False
 

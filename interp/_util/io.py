@@ -191,3 +191,38 @@ def file_lock(path: PathLike) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+class LockHeld(OSError):
+    """Another live process holds an exclusive lock; the message names the lock, the holder and the fix."""
+
+
+@contextlib.contextmanager
+def exclusive_lock(path: PathLike, what: str) -> Iterator[None]:
+    """Hold a non-blocking exclusive lock on `path` (created, with our pid in it) while the block runs.
+
+    For output directories and tables that one process must own: a second process fails at once with
+    LockHeld ("<what> is in use by pid N ...") instead of interleaving its writes with the first one's.
+    The OS drops the lock when its holder dies (kill -9 included), so a stale lock file never blocks.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if fcntl is None:  # pragma: no cover
+        yield
+        return
+    handle = open(path, "a+")
+    try:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "?"
+            raise LockHeld(f"{what} is in use by another process (pid {holder}, lock {path}); wait for it to "
+                           "finish or stop it, or choose another output") from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"{os.getpid()}\n")
+        handle.flush()
+        yield
+    finally:
+        handle.close()  # closing releases the lock
