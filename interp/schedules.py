@@ -28,6 +28,8 @@ from typing import Sequence
 import numpy as np
 
 SCHEDULES = ("uniform", "linear", "cosine", "sigmoid")
+MEASURED = "measured"   # widths from a measured per-layer importance (measured_widths)
+MEASURED_FIELDS = ("measure", "exponent", "monotone", "smooth", "min_ratio", "source")
 PROFILES = {
     "uniform": (1.0,),
     "wider-early": (1.5, 1.0, 0.5),
@@ -301,6 +303,101 @@ def profile_widths(profile: str, n_layers: int, d_ff: int, multiple: int = 16) -
     return group_widths(n_layers, d_ff, PROFILES[profile], multiple)
 
 
+# --------------------------------------------------------------------------- measured profiles
+
+def resample(values: Sequence[float], n_layers: int) -> np.ndarray:
+    """`values` (one per layer of some model) at n_layers points of normalised depth t = l / (L - 1),
+    by linear interpolation: a profile measured on a 30-layer model can shape a 12-layer one."""
+    v = np.asarray(values, dtype=float)
+    if v.ndim != 1 or v.size == 0 or not np.isfinite(v).all():
+        raise ValueError(f"a measured profile must be a non-empty list of finite numbers, got {list(values)!r}")
+    n_layers = _check_int(n_layers, "n_layers", 1)
+    if v.size == 1 or n_layers == 1:
+        return np.full(n_layers, v.mean()) if v.size > 1 else np.full(n_layers, v[0])
+    return np.interp(np.linspace(0, 1, n_layers), np.linspace(0, 1, v.size), v)
+
+
+def decreasing_fit(values: Sequence[float]) -> np.ndarray:
+    """The least-squares non-increasing sequence closest to `values` (isotonic regression, pool adjacent
+    violators): a measured profile forced monotone, as a taper is."""
+    blocks: list[list[float]] = []  # [mean, weight]
+    for v in np.asarray(values, dtype=float):
+        blocks.append([v, 1.0])
+        while len(blocks) > 1 and blocks[-2][0] < blocks[-1][0]:
+            (m2, w2), (m1, w1) = blocks.pop(), blocks.pop()
+            blocks.append([(m1 * w1 + m2 * w2) / (w1 + w2), w1 + w2])
+    return np.concatenate([np.full(int(w), m) for m, w in blocks])
+
+
+def smoothed(values: np.ndarray, window: int) -> np.ndarray:
+    """Centred moving average over `window` layers (edges padded with the end values); 0 or 1: unchanged."""
+    window = _check_int(window, "smooth", 0)
+    if window <= 1:
+        return values
+    pad = np.pad(values, (window // 2, window - 1 - window // 2), mode="edge")
+    return np.convolve(pad, np.ones(window) / window, mode="valid")
+
+
+def measured_ratios(measure: Sequence[float], n_layers: int, exponent: float = 1.0, monotone: bool = False,
+                    min_ratio: float = 0.25, smooth: int = 0) -> np.ndarray:
+    """Width multipliers r(l) proportional to importance(l) ** exponent, averaging exactly 1.
+
+    1. Resample the profile to n_layers over normalised depth and, if smooth > 1, take a moving average
+    over that many layers; 2. if monotone, fit the closest
+    non-increasing sequence; 3. clip at a small positive floor (an importance <= 0 cannot set a width)
+    and raise to `exponent` (0: uniform, 1: proportional, > 1: sharper); 4. scale to mean 1, and lift
+    layers below `min_ratio` to it, rescaling the others, so no layer is starved (a layer at
+    importance ~0 would otherwise get width 0)."""
+    exponent, min_ratio = float(exponent), float(min_ratio)
+    if not math.isfinite(exponent) or exponent < 0:
+        raise ValueError(f"exponent must be a finite number >= 0 (0 = uniform, 1 = proportional), got {exponent}")
+    if not 0 < min_ratio < 1:
+        raise ValueError(f"min_ratio must be in (0, 1) (the narrowest layer as a multiple of d_ff), got {min_ratio}")
+    v = smoothed(resample(measure, n_layers), smooth)
+    if monotone:
+        v = decreasing_fit(v)
+    scale = float(np.abs(v).max()) or 1.0
+    r = np.maximum(v / scale, 1e-6) ** exponent
+    r = r / r.mean()
+    for _ in range(n_layers):  # water-filling: pin the starved layers at min_ratio, rescale the rest
+        low = r < min_ratio - 1e-12
+        if not low.any():
+            break
+        free = ~low
+        r[low] = min_ratio
+        r[free] *= (n_layers - min_ratio * low.sum()) / r[free].sum()
+    return r
+
+
+def measured_widths(measure: Sequence[float], n_layers: int, d_ff: int, multiple: int = 16,
+                    exponent: float = 1.0, monotone: bool = False, min_ratio: float = 0.25,
+                    smooth: int = 0) -> list[int]:
+    """Budget-exact integer widths for measured_ratios: multiples of `multiple` summing to n_layers * d_ff,
+    first and last layer pinned at their rounded ideal, the rest by largest remainder (_nudge), kept
+    non-increasing when monotone. When the rounded ends leave a sum the interior cannot reach (a nearly
+    flat profile: ends 65 and 64 units, interior ideal 63.8), every layer is rounded by largest remainder
+    instead, so an end may sit one unit off its rounded ideal."""
+    n_layers, d_ff, multiple = _check_shape(n_layers, d_ff, multiple)
+    x = measured_ratios(measure, n_layers, exponent, monotone, min_ratio, smooth) * d_ff / multiple
+    total = n_layers * d_ff // multiple
+    first, last = max(1, round(x[0])), max(1, round(x[-1]))
+    lo, hi = np.ones(n_layers, dtype=np.int64), np.full(n_layers, total)
+    if monotone:  # interior layers between the pinned ends, as in taper_widths
+        lo[:], hi[:] = min(first, last), max(first, last)
+    lo[[0, -1]], hi[[0, -1]] = (first, last), (first, last)
+    units = np.clip(np.floor(x), lo, hi).astype(np.int64)
+    units = _nudge(units, x, total - int(units.sum()), lo, hi, monotone=monotone)
+    if int(units.sum()) != total:  # rounding the ends made pinning infeasible (a nearly flat profile):
+        lo, hi = np.ones(n_layers, dtype=np.int64), np.full(n_layers, total)  # largest remainder on all layers
+        units = np.maximum(np.floor(x), 1).astype(np.int64)
+        units = _nudge(units, x, total - int(units.sum()), lo, hi, monotone=monotone)
+    if int(units.sum()) != total:
+        raise ValueError(f"measured widths cannot sum to n_layers*d_ff={n_layers * d_ff} in steps of "
+                         f"multiple={multiple}{' and stay monotone' if monotone else ''}; use a smaller "
+                         "multiple or a larger d_ff")
+    return _to_widths(units, total, multiple)
+
+
 # --------------------------------------------------------------------------- config object
 
 @dataclass(frozen=True)
@@ -309,19 +406,36 @@ class WidthSpec:
 
     For schedule "uniform" and "profile" the start/end ratios mean nothing and are stored as 1.0,
     so equal specs compare (and serialise) equal whatever the caller passed.
+    schedule "measured" (measured_widths) uses `measure` (one importance per layer of the model it was
+    measured on), exponent, monotone, min_ratio and `source` (where the profile came from, e.g.
+    "rho_mlp of smollm2-135m, table sha256 1a2b..."); only then are those fields serialised, so the
+    config.json of every other spec is what it always was.
     """
 
-    schedule: str = "uniform"      # one of SCHEDULES, or "profile"
+    schedule: str = "uniform"      # one of SCHEDULES, "profile" or "measured"
     start: float = 1.0
     end: float = 1.0
     profile: str | None = None     # one of PROFILES when schedule == "profile"
     multiple: int = 16
     k: float = 10.0
+    measure: tuple[float, ...] = ()   # schedule == "measured": the importance profile
+    exponent: float = 1.0
+    monotone: bool = False
+    smooth: int = 0
+    min_ratio: float = 0.25
+    source: str = ""
 
     def __post_init__(self) -> None:
-        if self.schedule not in SCHEDULES + ("profile",):
-            raise ValueError(f"WidthSpec.schedule={self.schedule!r} is unknown; valid: "
-                             f"{', '.join(SCHEDULES + ('profile',))}")
+        valid = SCHEDULES + ("profile", MEASURED)
+        if self.schedule not in valid:
+            raise ValueError(f"WidthSpec.schedule={self.schedule!r} is unknown; valid: {', '.join(valid)}")
+        object.__setattr__(self, "measure", tuple(float(v) for v in self.measure))
+        if self.schedule == MEASURED:
+            measured_ratios(self.measure, max(len(self.measure), 1), self.exponent, self.monotone,
+                            self.min_ratio, self.smooth)  # validates the profile and the knobs now, not at train time
+        elif self.measure or self.source:
+            raise ValueError(f"WidthSpec.measure / source are only used with schedule='measured', not "
+                             f"schedule={self.schedule!r}")
         if self.schedule == "profile":
             if self.profile not in PROFILES:
                 raise ValueError(f"WidthSpec.profile={self.profile!r} is unknown; with schedule='profile' "
@@ -329,7 +443,7 @@ class WidthSpec:
         elif self.profile is not None:
             raise ValueError(f"WidthSpec.profile={self.profile!r} is only used with schedule='profile', "
                              f"not schedule={self.schedule!r}; set profile=None")
-        if self.schedule in ("uniform", "profile"):
+        if self.schedule in ("uniform", "profile", MEASURED):
             object.__setattr__(self, "start", 1.0)
             object.__setattr__(self, "end", 1.0)
         else:
@@ -342,6 +456,9 @@ class WidthSpec:
         """Integer per-layer widths for this spec on a model with n_layers layers and baseline d_ff."""
         if self.schedule == "profile":
             return profile_widths(self.profile, n_layers, d_ff, self.multiple)
+        if self.schedule == MEASURED:
+            return measured_widths(self.measure, n_layers, d_ff, self.multiple, self.exponent, self.monotone,
+                                   self.min_ratio, self.smooth)
         return taper_widths(n_layers, d_ff, self.schedule, self.start, self.end, self.multiple, self.k)
 
     @property
@@ -349,13 +466,23 @@ class WidthSpec:
         """Short name for legends and tables: "uniform", "cosine 1.5->0.5", "wider-early"."""
         if self.schedule == "profile":
             return str(self.profile)
+        if self.schedule == MEASURED:
+            knobs = ((f" a={self.exponent:g}" if self.exponent != 1 else "") + (" monotone" if self.monotone else "")
+                     + (f" smooth={self.smooth}" if self.smooth > 1 else ""))
+            return f"measured{knobs}" + (f" ({self.source})" if self.source else "")
         if self.schedule == "uniform":
             return "uniform"
         k = f" k={self.k:g}" if self.schedule == "sigmoid" and self.k != 10.0 else ""
         return f"{self.schedule} {self.start:g}->{self.end:g}{k}"
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        d = asdict(self)
+        if self.schedule != MEASURED:  # unchanged config.json (and run keys) for every other schedule
+            for name in MEASURED_FIELDS:
+                d.pop(name)
+        else:
+            d["measure"] = list(self.measure)
+        return d
 
     @classmethod
     def from_dict(cls, d: dict) -> WidthSpec:

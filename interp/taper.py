@@ -1,0 +1,153 @@
+"""A taper derived from a measured per-layer profile: table -> importance -> widths file -> training.
+
+    interp probe --model smollm2-135m --out results/smollm2.parquet          # measure
+    interp taper derive --from results/smollm2.parquet --measure rho_mlp --transform one_minus \\
+        --monotone --layers 6 --d-ff 1024 --out widths/smollm2-novelty.json       # derive
+    interp train --preset tiny --width-file widths/smollm2-novelty.json --out runs/derived   # train
+
+The widths file holds a WidthSpec(schedule="measured") (the profile itself, the knobs, and a `source`
+naming the measure, the model and the table's hash), so config.json of the trained run says where its
+widths came from; the widths are recomputed for the training shape (a profile measured at another depth
+is resampled over normalised depth) by interp.schedules.measured_widths, budget-exact as every schedule.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from interp._util.config import option
+from interp._util.errors import InputError
+from interp._util.io import PathLike, read_json, write_json_atomic
+from interp.schedules import MEASURED, WidthSpec
+
+WIDTHS_FORMAT = "interp.widths/1"
+TRANSFORMS = ("value", "one_minus", "negate")  # importance = value | 1 - value | -value
+
+
+@dataclass
+class DeriveConfig:
+    """`interp taper derive`: which column of which table, how it becomes widths, for which shape."""
+
+    table: str = option("", "probe table (.parquet or .csv) with layer / metric / mean columns", flag="--from")
+    measure: str = option("rho_mlp", "the metric whose per-layer mean is the importance profile")
+    model: str = option("", "the model's rows to use when the table holds several (its `model` column)")
+    where: str = option("", "more row filters, COL=VALUE[,COL=VALUE...] (e.g. variant=default)")
+    transform: str = option("value", "importance = value | 1 - value (one_minus: e.g. rho, where high "
+                            "means 'writes what is already there') | -value", choices=TRANSFORMS)
+    exponent: float = option(1.0, "widths follow importance ** exponent (0 = uniform, 1 = proportional)")
+    monotone: bool = option(False, "force the profile non-increasing with depth (isotonic fit)")
+    smooth: int = option(0, "moving average over this many layers before the fit (0 = none)")
+    min_ratio: float = option(0.25, "narrowest layer as a multiple of d_ff")
+    layers: int = option(6, "n_layers of the model to train (the profile is resampled to it)")
+    d_ff: int = option(1024, "baseline (mean) SwiGLU width: the widths sum to layers * d_ff")
+    multiple: int = option(16, "widths are multiples of this")
+    out: str = option("", "the widths file to write (.json); default: print only")
+
+
+def _filters(where: str) -> dict[str, str]:
+    pairs = [p.strip() for p in where.split(",") if p.strip()]
+    bad = [p for p in pairs if "=" not in p]
+    if bad:
+        raise InputError(f"{bad[0]!r} is not COL=VALUE", field="--where", fix="e.g. --where variant=default")
+    return dict(p.split("=", 1) for p in pairs)
+
+
+def read_profile(table: PathLike, measure: str, model: str = "", where: str = "") -> tuple[list[float], dict]:
+    """Per-layer means of `measure` from a probe table, in layer order, and what identifies them."""
+    import pandas as pd
+
+    path = Path(table)
+    if path.suffix not in (".parquet", ".csv"):
+        raise InputError("expected a .parquet or .csv probe table", path=path, field="--from")
+    df = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
+    missing = {"layer", "metric", "mean"} - set(df.columns)
+    if missing:
+        raise InputError(f"has no column(s) {sorted(missing)}; give a table written by interp probe / batch",
+                         path=path)
+    if measure not in set(df["metric"]):
+        raise InputError(f"no rows of metric {measure!r}; available: {sorted(set(df['metric']))}",
+                         path=path, field="--measure")
+    rows = df[df["metric"] == measure]
+    models = sorted(set(rows["model"].astype(str))) if "model" in rows.columns else []
+    if model:
+        rows = rows[rows["model"].astype(str) == model]
+        if rows.empty:
+            raise InputError(f"no rows of model {model!r}; available: {models}", path=path, field="--model")
+    elif len(models) > 1:
+        raise InputError(f"holds {len(models)} models {models}; choose one", path=path, field="--model")
+    for column, value in _filters(where).items():
+        if column not in rows.columns:
+            raise InputError(f"no column {column!r}", path=path, field="--where")
+        rows = rows[rows[column].astype(str) == value]
+    if rows.empty:
+        raise InputError(f"no {measure!r} rows are left after --where {where}", path=path, field="--where")
+    if rows["layer"].duplicated().any():
+        first = rows[rows["layer"] == rows["layer"].iloc[0]]
+        differ = [c for c in first.columns if c not in ("mean", "std", "sem", "ci_low", "ci_high")
+                  and not c.startswith("q") and first[c].astype(str).nunique() > 1]
+        raise InputError(f"several {measure!r} rows per layer, differing in {differ}; choose one with "
+                         f"--where COL=VALUE", path=path, field="--where")
+    rows = rows.sort_values("layer")
+    values = [float(v) for v in rows["mean"]]
+    if not np.isfinite(values).all():
+        raise InputError(f"the {measure!r} means hold NaN or inf; remeasure or choose another metric", path=path)
+    info = {"table": str(path), "table_sha256": hashlib.sha256(path.read_bytes()).hexdigest(), "measure": measure,
+            "model": model or (models[0] if models else ""), "where": where, "layers_measured": len(values)}
+    return values, info
+
+
+def importance(values: list[float], transform: str) -> list[float]:
+    if transform not in TRANSFORMS:
+        raise InputError(f"transform {transform!r} is unknown; choose one of {TRANSFORMS}", field="--transform")
+    v = np.asarray(values, dtype=float)
+    return (v if transform == "value" else 1.0 - v if transform == "one_minus" else -v).tolist()
+
+
+def derive(cfg: DeriveConfig) -> dict:
+    """The widths file's content for `cfg` (nothing written)."""
+    values, info = read_profile(cfg.table, cfg.measure, cfg.model, cfg.where)
+    source = f"{cfg.measure}{'' if cfg.transform == 'value' else ' ' + cfg.transform} of {info['model'] or '?'}, " \
+             f"table sha256 {info['table_sha256'][:12]}"
+    spec = WidthSpec(MEASURED, measure=tuple(importance(values, cfg.transform)), exponent=cfg.exponent,
+                     monotone=cfg.monotone, smooth=cfg.smooth, min_ratio=cfg.min_ratio, multiple=cfg.multiple,
+                     source=source)
+    widths = spec.widths(cfg.layers, cfg.d_ff)
+    return {"format": WIDTHS_FORMAT, "width": spec.to_dict(), "label": spec.label, "layers": cfg.layers,
+            "d_ff": cfg.d_ff, "widths": widths, "profile": values, **info,
+            "settings": {"transform": cfg.transform}}
+
+
+def save_widths(doc: dict, out: PathLike) -> Path:
+    out = Path(out)
+    if out.suffix != ".json":
+        raise InputError("a widths file is JSON; name it *.json", path=out, field="--out")
+    write_json_atomic(out, doc)
+    return out
+
+
+def load_width_spec(path: PathLike) -> WidthSpec:
+    """The WidthSpec of a widths file written by `interp taper derive` (for `interp train --width-file`)."""
+    path = Path(path)
+    try:
+        doc = read_json(path)
+    except FileNotFoundError:
+        raise InputError("no such widths file", path=path, field="--width-file",
+                         fix="write one with `interp taper derive ... --out FILE`") from None
+    if not isinstance(doc, dict) or doc.get("format") != WIDTHS_FORMAT or not isinstance(doc.get("width"), dict):
+        raise InputError(f"not a widths file (expected format {WIDTHS_FORMAT!r} and a `width` object)",
+                         path=path, field="--width-file", fix="write one with `interp taper derive ... --out FILE`")
+    try:
+        return WidthSpec.from_dict(doc["width"])
+    except (TypeError, ValueError) as err:
+        raise InputError(f"width: {err}", path=path, field="--width-file") from None
+
+
+def format_widths(doc: dict) -> str:
+    ratios = [w / doc["d_ff"] for w in doc["widths"]]
+    return (f"{doc['label']}\n  widths ({doc['layers']} layers, mean {doc['d_ff']}): {doc['widths']}\n"
+            f"  ratios: {json.dumps([round(r, 3) for r in ratios])}")
