@@ -151,11 +151,15 @@ def test_text_file_is_chunked_by_paragraphs(tmp_path):
     assert all(d.text.split("\n\n")[0] in paragraphs for d in docs)  # chunks end at paragraph boundaries
 
 
-def test_chunk_text_without_blank_lines_and_latin1(tmp_path):
+def test_chunk_text_without_blank_lines_and_strict_utf8(tmp_path):
+    """User text is strict UTF-8 (a BOM dropped); latin-1 is refused with the offset and the iconv fix."""
     lines = ["line %d caf\u00e9" % i for i in range(5000)]
     assert len(data.chunk_text("\n".join(lines), 1000)) > 10
     path = tmp_path / "old.txt"
     path.write_bytes("caf\u00e9 cr\u00e8me".encode("latin-1"))
+    with pytest.raises(ValueError, match=r"old.txt.*not UTF-8: byte 0xe9 at offset 3 .*iconv -f latin1"):
+        data.load_documents(str(path))
+    path.write_bytes("\ufeffcaf\u00e9 cr\u00e8me".encode("utf-8"))
     assert data.load_documents(str(path)) == [Document("old.txt#0", "caf\u00e9 cr\u00e8me")]
 
 

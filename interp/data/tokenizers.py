@@ -1,5 +1,8 @@
 """Tokenizers: byte-level BPE trained locally on a corpus's train split (cached), or read from a local HF
-folder, a tokenizer.json or a GGUF file; all behind one TextTokenizer interface. No network."""
+folder, a tokenizer.json or a GGUF file; all behind one TextTokenizer interface. No network.
+
+A cached tokenizer.json (trained BPE, converted GGUF) is checked on every load against the sha256 recorded in its
+entry's meta.json (interp.data.integrity) and, for a BPE, against the vocabulary size its cache key asked for."""
 
 from __future__ import annotations
 
@@ -13,15 +16,29 @@ from pathlib import Path
 
 import tokenizers
 
-from interp._util.io import file_fingerprint, file_lock, json_sha256, read_json, text_sha256, write_text_atomic
+from interp._util.io import (
+    file_fingerprint,
+    file_lock,
+    json_sha256,
+    text_sha256,
+    write_text_atomic,
+)
 from interp._util.paths import cache_dir
 from interp._util.provenance import package_versions
-from interp.data.corpora import documents_hash, load_split, looks_like_path, source_label
+from interp.data.corpora import (
+    documents_hash,
+    load_split,
+    looks_like_path,
+    source_label,
+)
+from interp.data.integrity import CacheEntryError, delete_fix, read_meta, verify_content
 
 EOS_TOKEN = "<|endoftext|>"  # the document separator of a trained BPE (id 0)
 TOKENIZER_FILE = "tokenizer.json"
 TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
+TOKENIZER_META_FILE = "meta.json"  # beside a cached tokenizer.json: how it was made, its content hash
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+MAX_BPE_VOCAB = 1 << 20  # 4x the largest tokenizers in use (~262k); the trainer allocates per entry asked for
 BPE_TRAINER = {  # everything that shapes a trained BPE besides data and vocab size: part of its cache key
     "model": "BPE", "pre_tokenizer": "ByteLevel(add_prefix_space=False)", "decoder": "ByteLevel",
     "initial_alphabet": "ByteLevel.alphabet()", "min_frequency": 2, "special_tokens": [EOS_TOKEN],
@@ -79,6 +96,9 @@ def get_tokenizer(name: str | TextTokenizer = "bpe", vocab_size: int = 8192, sou
         return _wrap_file(path, path.parent.name or path.stem)
     if path.is_dir():
         return _hf_dir_tokenizer(path)
+    if path.exists():
+        raise ValueError(f"tokenizer {name!r} is neither a tokenizer.json (.json) nor a .gguf file nor a folder; "
+                         "pass one of those, 'bpe' or 'smollm2'")
     if looks_like_path(name):
         raise FileNotFoundError(f"tokenizer {name!r}: no such file or folder")
     raise ValueError(f"unknown tokenizer {name!r}: use 'bpe', 'smollm2', a local HF tokenizer folder, "
@@ -86,8 +106,10 @@ def get_tokenizer(name: str | TextTokenizer = "bpe", vocab_size: int = 8192, sou
 
 
 def _bpe_tokenizer(source: str, vocab_size: int, val_fraction: float) -> TextTokenizer:
-    if vocab_size < 257:
-        raise ValueError(f"vocab_size={vocab_size}: a byte-level BPE needs at least 257 (256 bytes + {EOS_TOKEN})")
+    if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or not 257 <= vocab_size <= MAX_BPE_VOCAB:
+        raise ValueError(f"vocab_size={vocab_size!r}: a byte-level BPE needs an int from 257 (256 bytes + "
+                         f"{EOS_TOKEN}) to {MAX_BPE_VOCAB:,} (the trainer reserves memory for every entry "
+                         "asked for); 8192 to 65536 is usual")
     train = load_split(source, "train", val_fraction)
     if not train:
         raise ValueError(f"source {source!r} has no training documents at val_fraction={val_fraction}")
@@ -98,11 +120,11 @@ def _bpe_tokenizer(source: str, vocab_size: int, val_fraction: float) -> TextTok
     with file_lock(folder / ".lock"):
         if not path.exists():
             backend = train_bpe([d.text for d in train], vocab_size)
-            write_text_atomic(folder / "meta.json", json.dumps({
+            write_text_atomic(folder / TOKENIZER_META_FILE, json.dumps({
                 "source": source, "train_documents_hash": documents_hash(train), "n_documents": len(train),
                 "val_fraction": val_fraction, "trainer": settings, "created_with": created_with()}, indent=2))
             write_text_atomic(path, backend.to_str())  # written last: its presence marks a complete entry
-    return _wrap_file(path, f"bpe{vocab_size}-{source_label(source)}")
+        return _cached_tokenizer(path, f"bpe{vocab_size}-{source_label(source)}", max_vocab=vocab_size)
 
 
 def train_bpe(texts: Sequence[str], vocab_size: int) -> tokenizers.Tokenizer:
@@ -144,19 +166,43 @@ def _gguf_tokenizer(gguf: Path, name: str) -> TextTokenizer:
             for f in sorted(staging.iterdir(), key=lambda p: p.name == TOKENIZER_FILE):  # tokenizer.json last
                 os.replace(f, folder / f.name)
             staging.rmdir()
-    return _hf_dir_tokenizer(folder, name)
+        config = read_meta(folder / TOKENIZER_CONFIG_FILE, delete_fix(folder), missing_ok=True) or {}
+        return _cached_tokenizer(folder / TOKENIZER_FILE, name, config)
+
+
+def _cached_tokenizer(path: Path, name: str, config: dict | None = None, max_vocab: int | None = None
+                      ) -> TextTokenizer:
+    """The tokenizer.json of a cache entry, checked against the content hash in the entry's meta.json
+    (recorded on first use: right after it is written, or once for entries older than the record).
+    Parsed and size-checked first, so an old entry never records a broken or replaced file."""
+    fix = delete_fix(path.parent)
+    meta_path = path.parent / TOKENIZER_META_FILE
+    tok = _wrap_file(path, name, config, fix)
+    if max_vocab is not None and tok.vocab_size > max_vocab:  # a BPE trainer may stop early, never beyond
+        raise CacheEntryError(f"{path}: holds a tokenizer of {tok.vocab_size} ids but this cache entry is for "
+                              f"vocab_size={max_vocab} (the file was replaced); {fix}")
+    verify_content(path, read_meta(meta_path, fix, missing_ok=True) or {}, meta_path, fix)
+    return tok
 
 
 def _hf_dir_tokenizer(folder: Path, name: str | None = None) -> TextTokenizer:
     """A HF tokenizer folder; with tokenizer.json it is read directly (no transformers import)."""
-    config = read_json(folder / TOKENIZER_CONFIG_FILE, missing_ok=True) or {}
+    fix = "pass a folder that AutoTokenizer.from_pretrained(...).save_pretrained(...) wrote"
+    config = read_meta(folder / TOKENIZER_CONFIG_FILE, fix, missing_ok=True) or {}
     if (folder / TOKENIZER_FILE).exists():
         return _wrap_file(folder / TOKENIZER_FILE, name or folder.name, config)
+    if not (folder / TOKENIZER_CONFIG_FILE).is_file():
+        raise ValueError(f"tokenizer folder {str(folder)!r} has neither {TOKENIZER_FILE} nor "
+                         f"{TOKENIZER_CONFIG_FILE}; {fix}")
     from transformers import (
         AutoTokenizer,  # slow-only folder (vocab.json + merges.txt, ...): convert
     )
 
-    hf = AutoTokenizer.from_pretrained(str(folder))
+    try:
+        hf = AutoTokenizer.from_pretrained(str(folder))
+    except (ValueError, OSError) as err:  # transformers' many-line explanations, made one line naming the folder
+        raise ValueError(f"tokenizer folder {str(folder)!r}: transformers cannot load it "
+                         f"({' '.join(str(err).split())}); {fix}") from err
     backend = getattr(hf, "backend_tokenizer", None)
     if backend is None:
         raise ValueError(f"tokenizer folder {str(folder)!r} has no fast (Rust) tokenizer; "
@@ -164,8 +210,13 @@ def _hf_dir_tokenizer(folder: Path, name: str | None = None) -> TextTokenizer:
     return _wrap(backend, name or folder.name, {"eos_token": hf.eos_token}, str(folder), None)
 
 
-def _wrap_file(path: Path, name: str, config: dict | None = None) -> TextTokenizer:
-    return _wrap(tokenizers.Tokenizer.from_file(str(path)), name, config or {}, str(path), path)
+def _wrap_file(path: Path, name: str, config: dict | None = None, fix: str | None = None) -> TextTokenizer:
+    try:
+        backend = tokenizers.Tokenizer.from_file(str(path))
+    except Exception as err:  # the Rust parser raises a bare Exception for any malformed file; nothing else runs here
+        raise ValueError(f"{path}: not a tokenizers JSON file ({' '.join(str(err).split())}); "
+                         f"{fix or 'pass a tokenizer.json that Tokenizer.save or save_pretrained wrote'}") from err
+    return _wrap(backend, name, config or {}, str(path), path)
 
 
 def _wrap(backend: tokenizers.Tokenizer, name: str, config: dict, where: str, path: Path | None) -> TextTokenizer:

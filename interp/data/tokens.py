@@ -4,11 +4,12 @@ TokenData serves training batches and fixed evaluation windows from them.
 Layout: each document's tokens followed by the separator (``<|endoftext|>`` when the tokenizer has it,
 else its eos token), concatenated in id order. dtype uint16 when vocab_size <= 65535 else uint32, always
 stored in the metadata beside the ``.bin`` file and checked on load, together with the file size, the
-largest token id and the tokenizer hash.
+largest token id, the tokenizer hash and the content's sha256 (recorded while writing; interp.data.integrity).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -19,9 +20,25 @@ import torch
 from jaxtyping import Int
 from torch import Tensor
 
-from interp._util.io import atomic_write, file_lock, json_sha256, read_json, write_text_atomic
+from interp._util.io import atomic_write, file_lock, json_sha256, write_text_atomic
 from interp._util.paths import TOKENS_META_SUFFIX, TOKENS_SUFFIX, cache_dir
-from interp.data.corpora import SPLITS, Document, documents_hash, load_documents, source_label, split_documents
+from interp.data.corpora import (
+    SPLITS,
+    Document,
+    documents_hash,
+    load_documents,
+    no_validation_advice,
+    source_label,
+    split_documents,
+)
+from interp.data.integrity import (
+    CONTENT_FIELD,
+    CacheEntryError,
+    content_record,
+    delete_fix,
+    read_meta,
+    verify_content,
+)
 from interp.data.tokenizers import TextTokenizer, created_with, get_tokenizer
 
 TOKENS_FORMAT = 1            # bump when the token-file layout or separator convention changes
@@ -29,7 +46,7 @@ ENCODE_BATCH_DOCS = 1_024    # documents per encode_batch call: bounds memory on
 VALIDATE_SAMPLE = 1_000_000  # at most this many tokens are read to check max id < vocab_size
 
 
-class TokenFileError(ValueError):
+class TokenFileError(CacheEntryError):
     """A cached token file does not match its metadata or the request; the message names the fix."""
 
 
@@ -100,6 +117,9 @@ def prepare_tokens(source: str = "wiki", tokenizer: str | TextTokenizer = "bpe",
     ``vocab_size`` only matters for ``tokenizer="bpe"``.
     """
     docs = load_documents(source)
+    train, val = split_documents(docs, val_fraction)
+    if val_fraction > 0 and not val:  # before a tokenizer is trained on it
+        raise ValueError(no_validation_advice(source, docs, val_fraction))
     tok = get_tokenizer(tokenizer, vocab_size=vocab_size, source=source, val_fraction=val_fraction)
     source_hash = documents_hash(docs)
     key = json_sha256({"format": TOKENS_FORMAT, "source_hash": source_hash, "tokenizer_hash": tok.hash,
@@ -111,19 +131,14 @@ def prepare_tokens(source: str = "wiki", tokenizer: str | TextTokenizer = "bpe",
                 "vocab_size": tok.vocab_size, "dtype": token_dtype(tok.vocab_size).name,
                 "val_fraction": val_fraction, "eos_id": tok.eos_id}
     paths = {split: folder / f"{split}{TOKENS_SUFFIX}" for split in SPLITS}
-    with file_lock(folder / ".lock"):
+    arrays, metas = {}, {}
+    with file_lock(folder / ".lock"):  # loads too: one rank hashes a changed file, the others find it checked
         if not all(_meta_path(p).exists() for p in paths.values()):
-            train, val = split_documents(docs, val_fraction)
-            if val_fraction > 0 and not val:
-                raise ValueError(f"source {source!r}: no document falls in the validation split at "
-                                 f"val_fraction={val_fraction} ({len(docs)} documents); raise val_fraction "
-                                 "or use more (smaller) documents")
             for split, split_docs in (("train", train), ("val", val)):
                 base = {**expected, "source": source, "tokenizer": tok.name, "split": split}
                 write_tokens(paths[split], sorted(split_docs, key=lambda d: d.id), tok, base)
-    arrays, metas = {}, {}
-    for split, path in paths.items():
-        arrays[split], metas[split] = load_tokens(path, {**expected, "split": split}, tokenizer_name=tok.name)
+        for split, path in paths.items():
+            arrays[split], metas[split] = load_tokens(path, {**expected, "split": split}, tokenizer_name=tok.name)
     meta = {k: metas["train"][k] for k in ("format", "source", "source_hash", "tokenizer", "tokenizer_hash",
                                           "vocab_size", "dtype", "eos_id", "val_fraction")}
     meta.update(n_tokens={s: metas[s]["n_tokens"] for s in SPLITS},
@@ -142,6 +157,7 @@ def write_tokens(path: Path, docs: Sequence[Document], tok: TextTokenizer, meta:
     """
     dtype = token_dtype(tok.vocab_size)
     n_tokens, max_id = 0, -1
+    digest = hashlib.sha256()  # of the bytes as written: the content record costs no second read
 
     def write(tmp: Path) -> None:
         nonlocal n_tokens, max_id
@@ -156,13 +172,16 @@ def write_tokens(path: Path, docs: Sequence[Document], tok: TextTokenizer, meta:
                     raise ValueError(f"tokenizer {tok.name!r} produced id {int(ids_array.max())} outside "
                                      f"[0, vocab_size={tok.vocab_size})")
                 max_id = max(max_id, int(ids_array.max()) if ids_array.size else -1)
-                ids_array.astype(dtype).tofile(f)
+                stored = ids_array.astype(dtype)
+                digest.update(stored.tobytes())
+                stored.tofile(f)
                 n_tokens += ids_array.size
 
     atomic_write(path.parent, {path.name: write})
     full = {**meta, "dtype": dtype.name, "itemsize": dtype.itemsize, "vocab_size": tok.vocab_size,
             "n_tokens": n_tokens, "n_documents": len(docs), "max_token_id": max_id,
-            "separator": "eos_id after every document", "created_with": created_with()}
+            "separator": "eos_id after every document", "created_with": created_with(),
+            CONTENT_FIELD: content_record(path, digest.hexdigest())}
     write_text_atomic(_meta_path(path), json.dumps(full, indent=2))  # after the .bin: marks it complete
     return full
 
@@ -172,17 +191,15 @@ def load_tokens(path: Path, expected: dict | None = None, tokenizer_name: str | 
     """Memmap a token .bin after checking it against its metadata and ``expected`` field values.
 
     Refuses (TokenFileError naming file, field and fix): a dtype that does not fit vocab_size, a file
-    size other than n_tokens * itemsize, token ids >= vocab_size, any field differing from ``expected``.
+    size other than n_tokens * itemsize, token ids >= vocab_size, any field differing from ``expected``,
+    content whose sha256 differs from the one recorded when it was written (interp.data.integrity).
     """
     path = Path(path)
     meta_path = _meta_path(path)
-    fix = f"delete the cache folder {str(path.parent)!r} (it is rebuilt on the next call)"
-    if not meta_path.exists() or not path.exists():
+    fix = delete_fix(path.parent)
+    if not meta_path.is_file() or not path.is_file():
         raise FileNotFoundError(f"token file {str(path)!r} or its metadata {meta_path.name} is missing; {fix}")
-    try:
-        meta = read_json(meta_path)
-    except ValueError as e:  # read_json names the file
-        raise TokenFileError(f"{e}; or {fix}") from e
+    meta = read_meta(meta_path, fix)
 
     def refuse(field: str, problem: str, extra: str = "") -> TokenFileError:
         return TokenFileError(f"{meta_path}: field {field!r} {problem}; {fix}{extra}")
@@ -190,6 +207,10 @@ def load_tokens(path: Path, expected: dict | None = None, tokenizer_name: str | 
     for field in ("dtype", "n_tokens", "vocab_size", "tokenizer_hash"):
         if field not in meta:
             raise refuse(field, "is missing")
+    for field in ("n_tokens", "vocab_size", "max_token_id"):
+        value = meta.get(field, 0)
+        if isinstance(value, bool) or not isinstance(value, int) or value < -1:
+            raise refuse(field, f"is {value!r}, not a count")
     if meta["dtype"] not in ("uint16", "uint32"):
         raise refuse("dtype", f"is {meta['dtype']!r}, expected 'uint16' or 'uint32'")
     dtype = np.dtype(meta["dtype"])
@@ -207,6 +228,7 @@ def load_tokens(path: Path, expected: dict | None = None, tokenizer_name: str | 
         raise refuse("n_tokens", f"says {meta['n_tokens']} tokens x {dtype.itemsize} bytes = "
                                  f"{meta['n_tokens'] * dtype.itemsize} bytes but {path.name} has {size} bytes "
                                  "(truncated, or written with another dtype)")
+    verify_content(path, meta, meta_path, fix)
     data = np.memmap(path, dtype=dtype, mode="r") if meta["n_tokens"] else np.zeros(0, dtype=dtype)
     step = max(1, len(data) // VALIDATE_SAMPLE)
     largest = max(int(meta.get("max_token_id", -1)), int(data[::step].max()) if len(data) else -1)

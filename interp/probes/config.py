@@ -162,6 +162,15 @@ def sequence_plan(tokens: int, seq_len: int, batch_size: int, bos: bool) -> tupl
 
 
 def too_little_text(have: int, need: int, tokens: int, seq_len: int, bos: bool) -> str:
+    """The error for a text too short for the plan, with the most `tokens` that fit (or, for a text shorter
+    than one sequence, the longest seq_len that does); never an advice of 0."""
+    fits = have // (seq_len - bos) * seq_len
+    if fits:
+        fix = f"pass a longer text (--text FILE) or lower tokens to at most {fits}"
+    elif have:
+        fix = (f"pass a longer text (--text FILE; one sequence needs {seq_len - bos} text tokens) or lower seq_len "
+               f"to at most {have + bos} (--seq-len {have + bos} --tokens {have + bos})")
+    else:
+        fix = "the text is empty: pass a text file with some text (--text FILE)"
     return (f"the text has {have} tokens but tokens={tokens} at seq_len={seq_len}"
-            f"{' with prepend_bos' if bos else ''} needs {need}: pass a longer text (--text FILE) "
-            f"or lower tokens to at most {have // (seq_len - bos) * seq_len}")
+            f"{' with prepend_bos' if bos else ''} needs {need}: {fix}")

@@ -54,7 +54,8 @@ def token_batches(ids: Sequence[int] | Tensor, tokens: int, seq_len: int, batch_
 
 def load_text(text: str | Path | None) -> tuple[str, str]:
     """(text, label): None -> held-out wiki split; a corpus name (interp.data.CORPORA) -> its held-out
-    split; otherwise a path to a UTF-8 text file."""
+    split; otherwise a path to a UTF-8 text file, read as `interp train --source` reads one
+    (interp.data.read_text_file: strict UTF-8, a clear error naming the file and the fix otherwise)."""
     from interp import data
 
     if text is None or str(text) in data.CORPORA:
@@ -62,9 +63,10 @@ def load_text(text: str | Path | None) -> tuple[str, str]:
         return data.heldout_text(source, "val"), f"{source}:val"
     path = Path(text).expanduser()
     if not path.is_file():
-        raise FileNotFoundError(f"text={str(text)!r}: no such file; pass a UTF-8 text file, a corpus name "
+        problem = ("is a folder" if path.is_dir() else "is not a regular file" if path.exists() else "no such file")
+        raise FileNotFoundError(f"text={str(text)!r}: {problem}; pass a UTF-8 text file, a corpus name "
                                 f"{data.CORPORA} or None (held-out wiki)")
-    return path.read_text(encoding="utf-8"), str(path)
+    return data.read_text_file(path, what="text"), str(path)
 
 
 def encode_text(tokenizer: Any, text: str) -> list[int]:
