@@ -29,7 +29,7 @@ import numpy as np
 
 SCHEDULES = ("uniform", "linear", "cosine", "sigmoid")
 MEASURED = "measured"   # widths from a measured per-layer importance (measured_widths)
-MEASURED_FIELDS = ("measure", "exponent", "monotone", "smooth", "min_ratio", "source")
+MEASURED_FIELDS = ("measure", "exponent", "monotone", "smooth", "min_ratio", "origin")
 PROFILES = {
     "uniform": (1.0,),
     "wider-early": (1.5, 1.0, 0.5),
@@ -407,7 +407,7 @@ class WidthSpec:
     For schedule "uniform" and "profile" the start/end ratios mean nothing and are stored as 1.0,
     so equal specs compare (and serialise) equal whatever the caller passed.
     schedule "measured" (measured_widths) uses `measure` (one importance per layer of the model it was
-    measured on), exponent, monotone, min_ratio and `source` (where the profile came from, e.g.
+    measured on), exponent, monotone, smooth, min_ratio and `origin` (where the profile came from, e.g.
     "rho_mlp of smollm2-135m, table sha256 1a2b..."); only then are those fields serialised, so the
     config.json of every other spec is what it always was.
     """
@@ -423,7 +423,7 @@ class WidthSpec:
     monotone: bool = False
     smooth: int = 0
     min_ratio: float = 0.25
-    source: str = ""
+    origin: str = ""  # not `source`: TrainConfig.source (the corpus) shares the override namespace
 
     def __post_init__(self) -> None:
         valid = SCHEDULES + ("profile", MEASURED)
@@ -433,8 +433,8 @@ class WidthSpec:
         if self.schedule == MEASURED:
             measured_ratios(self.measure, max(len(self.measure), 1), self.exponent, self.monotone,
                             self.min_ratio, self.smooth)  # validates the profile and the knobs now, not at train time
-        elif self.measure or self.source:
-            raise ValueError(f"WidthSpec.measure / source are only used with schedule='measured', not "
+        elif self.measure or self.origin:
+            raise ValueError(f"WidthSpec.measure / origin are only used with schedule='measured', not "
                              f"schedule={self.schedule!r}")
         if self.schedule == "profile":
             if self.profile not in PROFILES:
@@ -469,7 +469,7 @@ class WidthSpec:
         if self.schedule == MEASURED:
             knobs = ((f" a={self.exponent:g}" if self.exponent != 1 else "") + (" monotone" if self.monotone else "")
                      + (f" smooth={self.smooth}" if self.smooth > 1 else ""))
-            return f"measured{knobs}" + (f" ({self.source})" if self.source else "")
+            return f"measured{knobs}" + (f" ({self.origin})" if self.origin else "")
         if self.schedule == "uniform":
             return "uniform"
         k = f" k={self.k:g}" if self.schedule == "sigmoid" and self.k != 10.0 else ""

@@ -5,7 +5,7 @@
         --monotone --layers 6 --d-ff 1024 --out widths/smollm2-novelty.json       # derive
     interp train --preset tiny --width-file widths/smollm2-novelty.json --out runs/derived   # train
 
-The widths file holds a WidthSpec(schedule="measured") (the profile itself, the knobs, and a `source`
+The widths file holds a WidthSpec(schedule="measured") (the profile itself, the knobs, and an `origin`
 naming the measure, the model and the table's hash), so config.json of the trained run says where its
 widths came from; the widths are recomputed for the training shape (a profile measured at another depth
 is resampled over normalised depth) by interp.schedules.measured_widths, budget-exact as every schedule.
@@ -115,7 +115,7 @@ def derive(cfg: DeriveConfig) -> dict:
              f"table sha256 {info['table_sha256'][:12]}"
     spec = WidthSpec(MEASURED, measure=tuple(importance(values, cfg.transform)), exponent=cfg.exponent,
                      monotone=cfg.monotone, smooth=cfg.smooth, min_ratio=cfg.min_ratio, multiple=cfg.multiple,
-                     source=source)
+                     origin=source)
     widths = spec.widths(cfg.layers, cfg.d_ff)
     return {"format": WIDTHS_FORMAT, "width": spec.to_dict(), "label": spec.label, "layers": cfg.layers,
             "d_ff": cfg.d_ff, "widths": widths, "profile": values, **info,

@@ -61,7 +61,7 @@ def test_decreasing_fit_is_the_isotonic_regression():
 def test_width_spec_serialises_only_when_measured():
     assert WidthSpec().to_dict() == {"schedule": "uniform", "start": 1.0, "end": 1.0, "profile": None,
                                      "multiple": 16, "k": 10.0}  # unchanged config.json for existing runs
-    spec = WidthSpec("measured", measure=(1.0, 0.5, 0.2), monotone=True, source="rho_mlp of x, table sha256 ab")
+    spec = WidthSpec("measured", measure=(1.0, 0.5, 0.2), monotone=True, origin="rho_mlp of x, table sha256 ab")
     assert WidthSpec.from_dict(json.loads(json.dumps(spec.to_dict()))) == spec
     assert spec.label == "measured monotone (rho_mlp of x, table sha256 ab)"
     with pytest.raises(ValueError, match="only used with schedule='measured'"):
