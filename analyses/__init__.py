@@ -44,6 +44,7 @@ ANALYSES: list[str] = [
     "schedule_sweep",
     "pretrained_ablation",
     "architectures",
+    "derived_taper",
 ]
 
 REQUIRED_ATTRIBUTES = ("NAME", "OUTPUTS", "Config", "compute", "render")

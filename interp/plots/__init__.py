@@ -13,6 +13,7 @@ _EXPORTS = {
     'color_for': 'style',
     'save_figure': 'style',
     'plot_schedules': 'schedules',
+    'plot_derived_taper': 'derived',
     'NOVELTY_COLUMNS': 'novelty',
     'CMAP': 'training',
     'novelty_grid': 'training',
