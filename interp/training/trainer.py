@@ -562,5 +562,5 @@ def train(cfg: TrainConfig, stop_at: int | None = None) -> dict:
     return Trainer(cfg).run(stop_at)
 
 
-__all__ = ["Trainer", "train", "train_step", "check_model", "lm_loss_sum", "make_optimizer", "compute_dtype", "bf16_is_native",
-           "param_hash", "StopFlag", "rng_state", "set_rng_state"]
+__all__ = ["Trainer", "train", "train_step", "check_model", "lm_loss_sum", "make_optimizer", "compute_dtype",
+           "bf16_is_native", "param_hash", "StopFlag", "rng_state", "set_rng_state"]
