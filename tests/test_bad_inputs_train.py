@@ -182,3 +182,21 @@ def test_run_files_have_normal_permissions(tmp_path):
     atomic_write(tmp_path, {"kept.txt": lambda p: (p.write_text("x"), os.chmod(p, 0o640))})
     assert (tmp_path / "kept.txt").stat().st_mode & 0o777 == 0o640  # a writer's own choice of mode stays
     assert json.loads((run / RESULT_FILE).read_text())["status"] == "done"
+
+
+def test_a_directory_filled_while_preparing_data_is_not_overwritten(tmp_path, monkeypatch):
+    """--out did not exist when the Trainer looked (so it was not locked yet) but another run wrote there before
+    this one's first write: refused, and the other run's files stay as they were."""
+    from interp._util.errors import InputError
+    from interp.training import TrainConfig, Trainer
+
+    run_dir("done")(tmp_path)
+    (tmp_path / OUT).rename(tmp_path / "other")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("INTERP_CACHE_DIR", str(tmp_path / "cache"))
+    cfg = TrainConfig.from_preset("micro", source="corpus", val_fraction=0.25, threads=1, steps=4, out_dir=OUT)
+    trainer = Trainer(cfg)
+    (tmp_path / "other").rename(tmp_path / OUT)  # the other run, finished in the meantime
+    with pytest.raises(InputError, match="was filled by another run while this one prepared its data"):
+        trainer.run()
+    assert json.loads((tmp_path / OUT / RESULT_FILE).read_text())["status"] == "done"
