@@ -87,6 +87,16 @@ def _check_mean(mean: float, d_ff: int, multiple: int, what: str) -> None:
                          f"n_layers*d_ff (tolerance {multiple / (2 * d_ff):.3g} at multiple={multiple})")
 
 
+def _budget_fix(start: float, end: float) -> str:
+    """Advice for a start/end pair that does not average 1: a pair with start + end = 2 that keeps the
+    given value that allows it (both ratios must stay positive), else the paper's 1.5/0.5."""
+    if start < 2:
+        return f"use end = 2 - start = {2 - start:g}"
+    if end < 2:
+        return f"use start = 2 - end = {2 - end:g}"
+    return "start + end must be 2 with both > 0, e.g. start=1.5 and end=0.5"
+
+
 def _uniform_widths(n_layers: int, d_ff: int, multiple: int) -> list[int]:
     if d_ff % multiple:
         raise ValueError(f"uniform widths need d_ff to be a multiple of multiple: d_ff={d_ff} is not a "
@@ -187,8 +197,7 @@ def taper_widths(n_layers: int, d_ff: int, schedule: str = "cosine", start: floa
     n_layers, d_ff, multiple = _check_shape(n_layers, d_ff, multiple, min_layers=2)
     x = ratios(n_layers, schedule, start, end, k) * d_ff / multiple
     start, end = float(start), float(end)
-    _check_mean((start + end) / 2, d_ff, multiple,
-                f"start={start:g} and end={end:g} (use end = 2 - start = {2 - start:g})")
+    _check_mean((start + end) / 2, d_ff, multiple, f"start={start:g} and end={end:g} ({_budget_fix(start, end)})")
     first, last = round(start * d_ff / multiple), round(end * d_ff / multiple)
     for name, value, units in (("start", start, first), ("end", end, last)):
         if units < 1:

@@ -1,19 +1,32 @@
 """Atomic file writes, JSON reading, safetensors headers, content fingerprints and locks: one copy each.
 
 Why atomic: a process killed mid-write (pre-emption, Ctrl-C, full disk) must leave the previous file
-readable. Every file is written to a temporary name in the same directory, fsynced, then moved over the
-old one with os.replace (atomic on POSIX); temporaries are named `.<name>.*.tmp` so a sweep can find them.
+readable. Every file is written inside a private temporary folder `.<name>.XXXXXXXX.tmp/` in the same
+directory, fsynced, then moved over the old one with os.replace (atomic on POSIX). A folder rather than a
+temporary file because some writers make their own temporary beside their target (safetensors writes
+`.tmpXXXXXX` and renames it): a kill then leaves that inside our folder too, where remove_stale_temps finds it.
+
+Test-only fault injection: INTERP_FAULT=GLOB kills the process with SIGKILL (exactly a `kill -9`, no cleanup)
+when it reaches a point whose name matches. atomic_write names the moment just before it moves each file
+into place "replace <folder>/<file>", e.g. INTERP_FAULT='replace */result.json' dies after a run's final
+train_state.pt and before its result.json; 'replace step_000004/model.safetensors' dies inside the write of
+a step checkpoint, leaving only its temporaries (tests/test_kill_resume.py).
 """
 
 from __future__ import annotations
 
 import contextlib
+import fnmatch
 import hashlib
 import json
 import os
+import re
+import shutil
+import signal
 import struct
+import sys
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -46,20 +59,38 @@ def _umask() -> int:
     return mask
 
 
+TEMP_SUFFIX = ".tmp"
+FAULT_ENV = "INTERP_FAULT"
+# `.<name>.XXXXXXXX.tmp`: tempfile's 8 random characters between the file name and the suffix.
+_TEMP_NAME = re.compile(r"^\.(?P<name>.+)\.[a-z0-9_]{8}" + re.escape(TEMP_SUFFIX) + "$")
+
+
+def fault_point(name: str) -> None:
+    """Test-only: SIGKILL this process here when INTERP_FAULT (a glob) matches `name` (see the module doc)."""
+    pattern = os.environ.get(FAULT_ENV)
+    if pattern and fnmatch.fnmatchcase(name, pattern):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.kill(os.getpid(), getattr(signal, "SIGKILL", signal.SIGTERM))
+
+
 def _write_temp(directory: Path, name: str, write: Callable[[Path], None]) -> Path:
-    """Write via `write(tmp_path)` to a temporary file beside `name`, fsync it, return its path."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=directory)
-    os.close(fd)
-    tmp_path = Path(tmp)
+    """Write via `write(path)` to `path` = `.<name>.XXXXXXXX.tmp/<name>` beside `name` (created empty first)
+    and fsync it; return its path."""
+    folder = Path(tempfile.mkdtemp(prefix=f".{name}.", suffix=TEMP_SUFFIX, dir=directory))
+    path = folder / name
     try:
-        os.chmod(tmp_path, 0o666 & ~_umask())  # mkstemp creates 0600; give the file normal permissions
-        write(tmp_path)
-        with open(tmp_path, "rb+") as f:
+        path.touch()  # normal permissions (0666 & ~umask), which the writer may change
+        inode = path.stat().st_ino
+        write(path)
+        if path.stat().st_ino != inode:  # the writer moved its own temporary here: 0600 (safetensors)
+            os.chmod(path, 0o666 & ~_umask())
+        with open(path, "rb+") as f:
             os.fsync(f.fileno())
     except BaseException:
-        tmp_path.unlink(missing_ok=True)
+        shutil.rmtree(folder, ignore_errors=True)
         raise
-    return tmp_path
+    return path
 
 
 def atomic_write(directory: PathLike, writers: dict[str, Callable[[Path], None]]) -> None:
@@ -75,12 +106,32 @@ def atomic_write(directory: PathLike, writers: dict[str, Callable[[Path], None]]
         for name, write in writers.items():
             temps[name] = _write_temp(directory, name, write)
         for name, tmp in list(temps.items()):
+            fault_point(f"replace {directory.name}/{name}")
             os.replace(tmp, directory / name)
+            tmp.parent.rmdir()
             del temps[name]
     finally:
         for tmp in temps.values():
-            tmp.unlink(missing_ok=True)
+            shutil.rmtree(tmp.parent, ignore_errors=True)
     _fsync_dir(directory)
+
+
+def remove_stale_temps(directory: PathLike, names: Iterable[str]) -> list[Path]:
+    """Delete what killed atomic writes left in `directory`: entries named `.<name>.XXXXXXXX.tmp` (our
+    temporary folders, or files from before they were folders) for one of `names`. Returns what was removed.
+    Call it only while owning the directory (holding its lock): a live writer's temporary looks the same."""
+    directory, names = Path(directory), set(names)
+    removed = []
+    for entry in sorted(directory.iterdir()) if directory.is_dir() else ():
+        match = _TEMP_NAME.match(entry.name)
+        if not match or match["name"] not in names or entry.is_symlink():
+            continue
+        if entry.is_dir():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+        removed.append(entry)
+    return removed
 
 
 def write_json_atomic(path: PathLike, obj: Any) -> None:

@@ -5,15 +5,21 @@
     torchrun --nproc_per_node=2 -m interp.cli.train --preset tiny --out runs/ddp   # same entry point
 
 Every TrainConfig field is a flag (generated from its declaration, interp.training.config); a flag not
-given keeps the preset's value. Exit status: 0 when the run finished (or had already finished), 130
-when interrupted by a signal (a checkpoint and train state were saved; rerun with --resume to continue).
+given keeps the preset's value. Exit status: 0 when the run finished (or had already finished); 2 for bad
+input, one line naming the file, field and fix (checked before any data is prepared where possible; a run
+directory another process is using is refused the same way); 130 when interrupted by a signal (in the loop a
+checkpoint and train state were saved first: rerun with --resume to continue).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
+import signal
 import sys
+import threading
+from collections.abc import Iterator
 
 from interp._util.config import add_arguments, given_options
 from interp.schedules import PROFILES, SCHEDULES
@@ -72,15 +78,32 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         raise SystemExit(f"interp train: {err}") from err
 
 
+@contextlib.contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
+    """SIGTERM outside the training loop (while the data is prepared, say) stops like Ctrl-C: KeyboardInterrupt,
+    which interp.cli.main turns into exit 130. Inside the loop the Trainer's StopFlag takes over and saves first."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum, frame) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def run(args: argparse.Namespace) -> int:
+    """Errors are interp.cli.main's: bad input (ValueError / OSError, e.g. the run directory is locked by another
+    process) is one line and exit 2, an interrupt before the loop exit 130."""
     from interp.training import Trainer
 
     cfg = config_from_args(args)
-    try:
-        trainer = Trainer(cfg)
-    except ValueError as err:  # TrainConfig.validate, or a run directory of another config: the message says why
-        raise SystemExit(f"interp train: {err}") from err
-    result = trainer.run()
+    with _sigterm_interrupts():
+        result = Trainer(cfg).run()
     return EXIT_INTERRUPTED if result["status"] == "interrupted" else 0
 
 

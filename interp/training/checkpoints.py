@@ -214,4 +214,5 @@ def load_train_state(dir: PathLike, map_location: str | torch.device = "cpu") ->
         return torch.load(path, map_location=map_location, weights_only=True)
     except Exception as err:  # torch raises several types for a corrupt/truncated zip
         raise CheckpointError(f"{path}: cannot be read ({type(err).__name__}: {err}); the file is corrupt "
-                              "or truncated: delete it to restart the run from scratch") from err
+                              "or truncated: restore it from a copy, or delete it and rerun with --resume to "
+                              "train the run again from step 0") from err

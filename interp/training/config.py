@@ -11,7 +11,7 @@ import json
 import math
 from dataclasses import dataclass
 
-from interp._util.config import option, reject_unknown_keys
+from interp._util.config import flag_name, option, reject_unknown_keys
 from interp._util.dtypes import AUTO, TORCH_NAMES, dtype_names
 from interp.schedules import WidthSpec
 from interp.training.presets import PRESETS
@@ -124,12 +124,15 @@ class TrainConfig:
         return cls().with_overrides(**{**PRESETS[name], "preset": name, **overrides})
 
     def validate(self) -> None:
-        """Raise ValueError naming the field and the fix."""
+        """Raise ValueError naming the field, its flag and the fix. Torch-free and cheap (no data, no model), so
+        callers run it before anything expensive; it also resolves the widths, so a schedule the shape cannot
+        take (--multiple 7 on the tiny preset, --start 3 --end 0.1) fails here. interp.training.trainer
+        .check_model checks the model itself (the mixer and its options) on the meta device."""
         for name in ("d_model", "n_layers", "n_heads", "d_ff", "n_ctx", "vocab_size", "steps", "batch_size",
                      "grad_accum", "eval_interval", "eval_batches", "ckpt_interval", "log_interval"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise ValueError(f"TrainConfig.{name} must be a positive int, got {value!r}")
+                raise ValueError(f"{_field(name, value)} must be a positive int")
         if self.batch_size % self.grad_accum:
             raise ValueError(f"TrainConfig.batch_size={self.batch_size} must be divisible by "
                              f"grad_accum={self.grad_accum} (batch_size counts sequences per optimizer step)")
@@ -139,8 +142,24 @@ class TrainConfig:
             raise ValueError(f"TrainConfig: need 0 <= min_lr ({self.min_lr}) <= lr ({self.lr})")
         if not 0 <= self.warmup_steps <= self.steps:
             raise ValueError(f"TrainConfig.warmup_steps={self.warmup_steps} must be in [0, steps={self.steps}]")
-        if self.weight_decay < 0 or self.grad_clip < 0 or self.threads < 0:
-            raise ValueError("TrainConfig.weight_decay, grad_clip and threads must be >= 0")
+        for name, what in (("weight_decay", "0 = none"), ("grad_clip", "0 disables clipping"),
+                           ("threads", "0 = all cores / local ranks")):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+                raise ValueError(f"{_field(name, value)} must be >= 0 ({what})")
+        if isinstance(self.val_fraction, bool) or not isinstance(self.val_fraction, (int, float)) or not (
+                0 < self.val_fraction < 1):
+            raise ValueError(f"{_field('val_fraction', self.val_fraction)} must be in (0, 1), e.g. 0.05: the "
+                             "held-out documents are what val_loss is measured on")
+        if len(self.betas) != 2 or not all(isinstance(b, (int, float)) and 0 <= b < 1 for b in self.betas):
+            raise ValueError(f"{_field('betas', list(self.betas))} must be two numbers in [0, 1), e.g. 0.9,0.95")
+        if self.peak_flops is not None and not self.peak_flops > 0:
+            raise ValueError(f"{_field('peak_flops', self.peak_flops)} must be > 0 (the device's peak FLOP/s)")
+        try:
+            self.width.widths(self.n_layers, self.d_ff)
+        except ValueError as err:
+            raise ValueError(f"TrainConfig.width ({self.width.label}; --schedule/--start/--end/--profile/--multiple) "
+                             f"with n_layers={self.n_layers}, d_ff={self.d_ff}: {err}") from err
 
     def model_config(self, vocab_size: int):
         """The interp.model.ModelConfig this config trains, for a tokenizer with `vocab_size` ids."""
@@ -151,6 +170,13 @@ class TrainConfig:
         return ModelConfig(vocab_size=vocab_size, d_model=self.d_model, n_layers=self.n_layers,
                            n_heads=self.n_heads, d_mlp=self.width.widths(self.n_layers, self.d_ff),
                            n_ctx=self.n_ctx, mixer=self.mixer, mixer_options=dict(self.mixer_options))
+
+
+def _field(name: str, value: object) -> str:
+    """A field and its value as the library and the command line name them: TrainConfig.threads=-2 (--threads)."""
+    field = next(f for f in dataclasses.fields(TrainConfig) if f.name == name)
+    flag = f" ({flag_name(field)})" if field.metadata.get("cli", True) else ""
+    return f"TrainConfig.{name}={value!r}{flag}"
 
 
 def lr_at(step: int, cfg: TrainConfig) -> float:

@@ -43,8 +43,9 @@ from torch.nn.parallel import DistributedDataParallel
 
 from interp._util.dist import Distributed
 from interp._util.dtypes import AUTO, torch_dtype
-from interp._util.io import atomic_write, read_json, write_json_atomic
-from interp._util.paths import CONFIG_FILE, LOG_FILE, RESULT_FILE, TRAIN_STATE_FILE
+from interp._util.errors import InputError
+from interp._util.io import LockHeld, atomic_write, exclusive_lock, read_json, remove_stale_temps, write_json_atomic
+from interp._util.paths import CONFIG_FILE, LOG_FILE, RESULT_FILE, TRAIN_STATE_FILE, WEIGHTS_FILE
 from interp._util.provenance import provenance
 from interp.data import TokenData, prepare_tokens
 from interp.model import TaperedLM, flops_per_token, next_token_loss, param_counts, training_flops_per_token
@@ -174,57 +175,131 @@ def param_hash(model: torch.nn.Module) -> str:
     return h.hexdigest()
 
 
+def check_model(cfg: TrainConfig) -> None:
+    """Build the model `cfg` describes on the meta device (no memory, no data), so an unknown --mixer, bad
+    mixer options or a shape the model cannot take fail before the tokenizer and token files are built.
+    It uses cfg.vocab_size; the run uses the tokenizer's actual vocabulary, which no shape check depends on."""
+    with torch.device("meta"):
+        TaperedLM(cfg.model_config(cfg.vocab_size))
+
+
+def _read_run_json(path: Path, fix: str) -> dict | None:
+    """A run directory's config.json / result.json (None if missing); unreadable: InputError with `fix`."""
+    try:
+        value = read_json(path, missing_ok=True)
+    except ValueError as err:  # invalid JSON or UTF-8
+        raise InputError(f"cannot be read ({err.__cause__ or err})", path=path, fix=fix) from err
+    if value is not None and not isinstance(value, dict):
+        raise InputError(f"holds a JSON {type(value).__name__}, not an object", path=path, fix=fix)
+    return value
+
+
 # ------------------------------------------------------------------------------------------- trainer
+
+LOCK_FILE = ".lock"  # in the run directory; held by rank 0 for the whole run (interp._util.io.exclusive_lock)
+RUN_FILES = (WEIGHTS_FILE, CONFIG_FILE, TRAIN_STATE_FILE, LOG_FILE, RESULT_FILE)  # whose temporaries we sweep
+STEP_DIRS = "checkpoints"  # checkpoints/step_NNNNNN/ (TrainConfig.keep_step_checkpoints)
+
 
 class Trainer:
     """`Trainer(cfg).run()` trains (or resumes, or returns a finished run's result) and returns result.json.
 
-    Everything is built here, before run(): a run directory holding this exact finished run only loads
-    its result (`self.finished`; nothing else is built, so a rerun costs nothing); otherwise the device,
-    data, model, optimizer and data stream, restored from train_state.pt when cfg.resume. `data` may be
-    passed in (tests, notebooks); by default it comes from interp.data.prepare_tokens.
-    Raises ValueError (naming the fields) for a directory written by another config or an unasked resume.
+    Everything is built here, before run(), cheapest checks first: the config (TrainConfig.validate) and the
+    model on the meta device (check_model), then the run directory, locked (LOCK_FILE) so a second process on
+    the same --out fails at once: a directory holding this exact finished run only loads its result
+    (`self.finished`; nothing else is built, so a rerun costs nothing); a resume reads train_state.pt here. Only
+    then the data, model, optimizer and data stream. `data` may be passed in (tests, notebooks); by default it
+    comes from interp.data.prepare_tokens. Raises ValueError (InputError) or OSError (LockHeld) naming the
+    file, the field and the fix: for a directory written by another config, an unasked resume, unreadable
+    run files. The lock is released when run() returns (or by close()).
     """
 
     def __init__(self, cfg: TrainConfig, data: TokenData | None = None):
         cfg.validate()
+        check_model(cfg)
         self.cfg, self.out = cfg, Path(cfg.out_dir)
         self.dist = Distributed.from_env()  # joins torchrun's process group when WORLD_SIZE > 1
+        self.device = torch.device("cuda", self.dist.local_rank) if torch.cuda.is_available() else torch.device("cpu")
+        self.comm_device = self.device  # gloo reduces CPU tensors, nccl CUDA tensors
+        self._held, self._locked = contextlib.ExitStack(), False
+        self._stored: dict = {}
+        self._state: dict | None = None
         try:
-            self.finished = self._finished_result()
+            self._lock(create=False)
+            self.finished = self._check_run_dir()
             if self.finished is None:
                 self._build(data)
         except BaseException:
-            self.dist.close()
+            self.close()
             raise
 
-    def _finished_result(self) -> dict | None:
-        """Stored result if this exact run already finished; errors for a mismatch or an unasked resume."""
-        stored = read_json(self.out / CONFIG_FILE, missing_ok=True)
-        result = read_json(self.out / RESULT_FILE, missing_ok=True)
-        has_state = (self.out / TRAIN_STATE_FILE).is_file()
-        if stored is None or not (has_state or result):
-            return None  # nothing (or only a config from a run that died before its first save)
+    def close(self) -> None:
+        """Release the run directory and leave the process group (run() does this when it returns)."""
+        self._held.close()
+        self._locked = False
+        self.dist.close()
+
+    def _lock(self, create: bool) -> None:
+        """Rank 0 holds out/LOCK_FILE from its first look at the run directory to the end of run(), so a second
+        process on the same --out fails at once (LockHeld names the holder's pid) instead of mixing its writes
+        with this one's; every rank raises alike. A directory that does not exist yet is created and locked
+        only when the run first writes to it (create=True), so bad input found before that leaves nothing
+        behind; if another run filled the directory in the meantime, this one stops rather than overwrite it."""
+        if self.out.exists() and not self.out.is_dir():
+            raise InputError("is a file, not a run directory; choose another --out", path=self.out)
+        error: Exception | None = None
+        if self.dist.primary and not self._locked and (create or self.out.is_dir()):
+            try:
+                self._held.enter_context(exclusive_lock(self.out / LOCK_FILE, f"run directory {self.out}"))
+                self._locked = True
+            except LockHeld as err:
+                error = err
+            if self._locked and create and any(p.name != LOCK_FILE for p in self.out.iterdir()):
+                error = InputError("was filled by another run while this one prepared its data; rerun (with "
+                                   "--resume to continue that run) or choose another --out", path=self.out)
+        if self.dist.world_size > 1 and self._all_sum([float(error is not None)])[0] and error is None:
+            error = LockHeld(f"run directory {self.out}: rank 0 could not take it (see rank 0's error)")
+        if error is not None:
+            raise error
+
+    def _check_run_dir(self) -> dict | None:
+        """The stored result if this exact run already finished, else None (train). Refuses, naming the file and
+        the fix: a directory written by another config, an unfinished run without --resume, an unreadable
+        config.json / result.json / train_state.pt (a resume reads its state here, before any data)."""
+        config_path, state_path = self.out / CONFIG_FILE, self.out / TRAIN_STATE_FILE
+        stored = _read_run_json(config_path, "restore it from a copy, or choose another --out: it records the "
+                                             "run's settings, which continuing the run needs")
+        result = _read_run_json(self.out / RESULT_FILE, f"delete it and rerun with --resume: the run writes it "
+                                                        f"again from {TRAIN_STATE_FILE}")
+        has_state = state_path.is_file()
+        if stored is None:
+            if has_state or result is not None:
+                raise InputError(f"holds {TRAIN_STATE_FILE if has_state else RESULT_FILE} but no {CONFIG_FILE}, "
+                                 "which records the run's settings; restore it, or choose another --out",
+                                 path=self.out)
+            return None  # nothing here yet
+        if not (has_state or result):
+            return None  # only a config, from a run that died before its first save
         diff = config_diff(stored.get("train", {}), self.cfg)
         if diff:
-            raise ValueError(f"{self.out / CONFIG_FILE} was written by a different run config; differing fields: "
-                             f"{'; '.join(diff)}. Use another --out, or pass the same settings to resume")
+            raise InputError(f"was written by a different run config; differing fields: {'; '.join(diff)}. "
+                             "Use another --out, or pass the same settings to resume", path=config_path)
         if result and result.get("status") == "done":
             return result
         if not self.cfg.resume:
-            raise ValueError(f"{self.out} holds an unfinished run (status {result and result.get('status')!r}); "
-                             "pass --resume (TrainConfig.resume=True) to continue it, or choose another --out")
+            where = (f"status {result.get('status')!r} at step {result.get('step')}" if result else
+                     f"{TRAIN_STATE_FILE} but no {RESULT_FILE}: the last run was killed")
+            raise InputError(f"holds an unfinished run ({where}); pass --resume (TrainConfig.resume=True) to "
+                             "continue it, or choose another --out", path=self.out)
+        self._stored = stored
+        if has_state:
+            self._state = checkpoints.load_train_state(self.out, map_location="cpu")
         return None
 
     def _build(self, data: TokenData | None) -> None:
         cfg, world = self.cfg, self.dist.world_size
-        # device and precision
-        if torch.cuda.is_available():
-            self.device = torch.device("cuda", self.dist.local_rank)
-        else:
-            self.device = torch.device("cpu")
+        if self.device.type == "cpu":
             torch.set_num_threads(cfg.threads or max(1, (os.cpu_count() or 1) // self.dist.local_world_size))
-        self.comm_device = self.device  # gloo reduces CPU tensors, nccl CUDA tensors
         self.dtype = compute_dtype(cfg.dtype, self.device)
         global_micro = cfg.batch_size // cfg.grad_accum
         if global_micro % world:
@@ -248,20 +323,23 @@ class Trainer:
                            "label": cfg.width.label, "data": self.data.meta, "params": param_counts(self.model_cfg),
                            "flops_per_token": flops_per_token(self.model_cfg, cfg.n_ctx), "provenance": provenance()}
         # where the loop starts: step 0, or the saved state of an interrupted run
-        self.resuming = cfg.resume and (self.out / TRAIN_STATE_FILE).is_file()
+        self.resuming = self._state is not None
         self.start_step, self.start_tokens, self.start_elapsed = 0, 0, 0.0
+        self.start_train_loss = float("nan")  # the last logged train loss, until this session logs one
         if self.resuming:
-            self._restore()
+            self._restore(self._state)
+            self._state = None
 
-    def _restore(self) -> None:
+    def _restore(self, state: dict) -> None:
         """Weights, optimizer, data stream and global RNGs from train_state.pt; refuse changed data."""
-        state = checkpoints.load_train_state(self.out, map_location="cpu")
         self.raw.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.generator.set_state(state["data_generator"])
         set_rng_state(state["rng"])
         self.start_step, self.start_tokens, self.start_elapsed = state["step"], state["tokens"], state["elapsed_s"]
-        stored = read_json(self.out / CONFIG_FILE, missing_ok=True) or {}
+        self.start_train_loss = (state["train_loss"] if "train_loss" in state
+                                 else self._logged_train_loss(self.start_step))
+        stored = self._stored
         changed = [k for k in ("source_hash", "tokenizer_hash", "n_tokens")
                    if stored.get("data", {}).get(k) != self.data.meta.get(k)]
         if changed:
@@ -270,6 +348,16 @@ class Trainer:
                              "data, or start a new run in another --out")
         self.run_config = {**stored, "resumed": [*stored.get("resumed", []),
                                                  {"step": self.start_step, "provenance": provenance()}]}
+
+    def _logged_train_loss(self, step: int) -> float:
+        """The last train loss log.jsonl holds at or before `step` (train states saved before they held it)."""
+        path, loss = self.out / LOG_FILE, float("nan")
+        for line in path.read_text().splitlines() if path.is_file() else ():
+            with contextlib.suppress(json.JSONDecodeError, AttributeError):
+                record = json.loads(line)
+                if record.get("kind") == "train" and record.get("step", 0) <= step:
+                    loss = float(record["loss"])
+        return loss
 
     # -- the loop ----------------------------------------------------------------------------------
     def run(self, stop_at: int | None = None) -> dict:
@@ -280,7 +368,7 @@ class Trainer:
             with StopFlag() as flag:
                 return self._loop(flag, stop_at)
         finally:
-            self.dist.close()
+            self.close()
 
     def _loop(self, flag: StopFlag, stop_at: int | None) -> dict:
         cfg = self.cfg
@@ -294,7 +382,9 @@ class Trainer:
         t_start = time.perf_counter()
         interval_start, interval_tokens, session_tokens = t_start, 0, 0
         evaluated = None
-        status, reason, metrics, train_loss = "done", None, {}, float("nan")
+        status, reason, metrics, train_loss = "done", None, {}, self.start_train_loss
+        if step >= cfg.steps:  # resumed after the final save, before result.json (a kill): evaluate again
+            metrics, evaluated = self.evaluate(), step
         while step < cfg.steps:
             batch = self.data.sample_batch("train", cfg.batch_size, cfg.n_ctx, self.generator)  # [B, n_ctx+1]
             loss, grad_norm = self.train_step(batch, step)
@@ -321,7 +411,7 @@ class Trainer:
                 self._log({"kind": "eval", "step": step, "tokens": tokens, **metrics})
             stop = step < cfg.steps and (self._all_sum([float(flag.signal is not None)])[0] > 0 or step == stop_at)
             if step % cfg.ckpt_interval == 0 or step == cfg.steps or stop:
-                self._save(step, tokens, elapsed_before + time.perf_counter() - t_start)
+                self._save(step, tokens, elapsed_before + time.perf_counter() - t_start, train_loss)
                 busy = True
             if busy:
                 interval_start, interval_tokens = time.perf_counter(), 0
@@ -329,9 +419,12 @@ class Trainer:
                 status, reason = "interrupted", flag.signal or f"stop_at={stop_at}"
                 break
         bar.close()
+        session_s = time.perf_counter() - t_start
+        elapsed = elapsed_before + session_s
+        # a session that trained no step (resumed after the final save) reports the whole run's throughput
+        tokens_per_s = session_tokens / max(session_s, 1e-9) if session_tokens else tokens / max(elapsed, 1e-9)
         return self._finish(status, reason, step, tokens, train_loss, metrics if evaluated == step else {},
-                            elapsed_before + time.perf_counter() - t_start,
-                            session_tokens / max(time.perf_counter() - t_start, 1e-9))
+                            elapsed, tokens_per_s)
 
     def train_step(self, batch: Int[Tensor, "batch n_ctx_plus_1"], step: int) -> tuple[Tensor, Tensor]:
         """One optimizer step on the global batch at step index `step` (which sets the lr); returns (mean loss
@@ -381,13 +474,41 @@ class Trainer:
 
     # -- run directory -----------------------------------------------------------------------------
     def _open_run_dir(self) -> None:
-        """A resumed run keeps its log up to the restored step; a fresh one starts config.json and the log."""
+        """Lock a new directory and sweep the temporaries of killed writes; then a resumed run keeps its log
+        up to the restored step and repairs that step's checkpoint, a fresh one starts config.json and the log."""
+        self._lock(create=True)
+        if not self.dist.primary:
+            return
+        self._remove_stale_temps()
         if self.resuming:
             self._truncate_log(self.start_step)
-        elif self.dist.primary:
+            self._repair_step_checkpoint()
+        else:
             self.out.mkdir(parents=True, exist_ok=True)
             (self.out / LOG_FILE).unlink(missing_ok=True)
             write_json_atomic(self.out / CONFIG_FILE, self.run_config)
+
+    def _remove_stale_temps(self) -> None:
+        """Temporaries of writes a kill interrupted, in the run directory and its step checkpoints (ours: we
+        hold the lock); a step directory left empty is removed, so nothing looks like a checkpoint that is not."""
+        remove_stale_temps(self.out, RUN_FILES)
+        for step_dir in sorted((self.out / STEP_DIRS).glob("step_*")):
+            if step_dir.is_dir() and not step_dir.is_symlink():
+                remove_stale_temps(step_dir, RUN_FILES)
+                with contextlib.suppress(OSError):
+                    step_dir.rmdir()  # only if empty
+
+    def _step_dir(self, step: int) -> Path:
+        return self.out / STEP_DIRS / f"step_{step:06d}"
+
+    def _repair_step_checkpoint(self) -> None:
+        """A kill after train_state.pt but inside the step checkpoint's write leaves that step's checkpoint
+        missing or half-replaced; the restored weights are exactly that step's, so write it again, with the
+        config the killed session would have written."""
+        step_dir = self._step_dir(self.start_step)
+        if self.cfg.keep_step_checkpoints and not all((step_dir / n).is_file() for n in (WEIGHTS_FILE, CONFIG_FILE)):
+            checkpoints.save_checkpoint(step_dir, self.raw, {**self._stored, "step": self.start_step,
+                                                             "tokens": self.start_tokens})
 
     def _log(self, record: dict) -> None:
         if self.dist.primary:
@@ -409,17 +530,19 @@ class Trainer:
                 continue
         atomic_write(self.out, {LOG_FILE: lambda p: p.write_text("".join(keep))})
 
-    def _save(self, step: int, tokens: int, elapsed: float) -> None:
+    def _save(self, step: int, tokens: int, elapsed: float, train_loss: float) -> None:
+        """The run's checkpoint, then train_state.pt (what a resume reads), then the step checkpoint; a kill
+        after the state is repaired on resume (_repair_step_checkpoint, and _loop's final evaluation)."""
         if not self.dist.primary:
             return
         checkpoints.save_checkpoint(self.out, self.raw, self.run_config)
         checkpoints.save_train_state(self.out, {
             "model": self.raw.state_dict(), "optimizer": self.optimizer.state_dict(), "step": step,
-            "tokens": tokens, "elapsed_s": elapsed, "rng": rng_state(),
+            "tokens": tokens, "elapsed_s": elapsed, "train_loss": float(train_loss), "rng": rng_state(),
             "data_generator": self.generator.get_state()})
         if self.cfg.keep_step_checkpoints:
-            step_dir = self.out / "checkpoints" / f"step_{step:06d}"
-            checkpoints.save_checkpoint(step_dir, self.raw, {**self.run_config, "step": step, "tokens": tokens})
+            checkpoints.save_checkpoint(self._step_dir(step), self.raw,
+                                        {**self.run_config, "step": step, "tokens": tokens})
 
     # -- distributed helpers -----------------------------------------------------------------------
     def _shard(self, batch: Tensor) -> Tensor:
@@ -439,5 +562,5 @@ def train(cfg: TrainConfig, stop_at: int | None = None) -> dict:
     return Trainer(cfg).run(stop_at)
 
 
-__all__ = ["Trainer", "train", "train_step", "lm_loss_sum", "make_optimizer", "compute_dtype", "bf16_is_native",
-           "param_hash", "StopFlag", "rng_state", "set_rng_state"]
+__all__ = ["Trainer", "train", "train_step", "check_model", "lm_loss_sum", "make_optimizer", "compute_dtype",
+           "bf16_is_native", "param_hash", "StopFlag", "rng_state", "set_rng_state"]
