@@ -121,3 +121,20 @@ def test_several_rows_per_layer_name_the_columns(tmp_path, capsys):
     assert "differing in ['variant']" in capsys.readouterr().err
     assert main(["taper", "derive", "--from", str(tmp_path / "t.parquet"), "--where", "variant=default",
                  "--layers", "2", "--d-ff", "64"]) == 0
+
+
+def test_interp_train_width_file(tmp_path, capsys):
+    from interp.cli import build_parser, main
+    from interp.cli.train import config_from_args
+
+    table = _table(tmp_path / "t.parquet", [3.0, 2.0, 1.0, 0.5])
+    assert main(["taper", "derive", "--from", str(table), "--out", str(tmp_path / "w.json")]) == 0
+    args = build_parser().parse_args(["train", "--preset", "tiny", "--width-file", str(tmp_path / "w.json"),
+                                      "--out", str(tmp_path / "run")])
+    cfg = config_from_args(args)
+    assert cfg.width.schedule == "measured" and cfg.width.measure == (3.0, 2.0, 1.0, 0.5)
+    widths = cfg.model_config(vocab_size=100).d_mlp
+    assert sum(widths) == 6 * 1024 and widths[0] > widths[-1]
+    assert main(["train", "--preset", "tiny", "--width-file", str(tmp_path / "w.json"), "--schedule", "cosine",
+                 "--out", str(tmp_path / "r2")]) == 2
+    assert "--width-file sets the widths" in capsys.readouterr().err and not (tmp_path / "r2").exists()

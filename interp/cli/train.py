@@ -49,6 +49,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     width.add_argument("--end", type=float, help="last layer's width as a multiple of d_ff (e.g. 0.5)")
     width.add_argument("--profile", help=f"layer-group profile: {' | '.join(PROFILES)}")
     width.add_argument("--multiple", type=int, help="round widths to this multiple (default 16)")
+    width.add_argument("--width-file", metavar="FILE", help="widths derived from a measured profile "
+                       "(`interp taper derive ... --out FILE`); resampled to this model's depth")
     fields = p.add_argument_group("TrainConfig fields (default: the preset's value)")
     add_arguments(fields, TrainConfig, exclude=OWN_FLAGS,
                   defaults={f.name: None for f in dataclasses.fields(TrainConfig)})  # the preset decides
@@ -64,8 +66,17 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         raise SystemExit("interp train: --start/--end need --schedule linear|cosine|sigmoid")
     if args.profile and args.schedule:
         raise SystemExit("interp train: give either --profile or --schedule, not both")
+    if args.width_file and (args.profile or args.schedule or args.start is not None or args.end is not None):
+        raise SystemExit("interp train: --width-file sets the widths; drop --schedule/--start/--end/--profile")
     width = {k: getattr(args, k) for k in ("schedule", "start", "end", "profile", "multiple")
              if getattr(args, k) is not None}
+    if args.width_file:
+        import dataclasses as dc
+
+        from interp.taper import load_width_spec
+
+        spec = load_width_spec(args.width_file)
+        width = {"width": dc.replace(spec, multiple=width.pop("multiple", spec.multiple))}
     try:
         sets = parse_train_overrides(args.set, "interp train")
     except ValueError as err:  # the message names the field and the expected type
