@@ -191,7 +191,7 @@ def coerce_to_type(value: Any, tp: Any, where: str) -> Any:
             raise fail
         return value
     if origin in (tuple, list) or base in (tuple, list):
-        if not isinstance(value, list):
+        if not isinstance(value, list | tuple):  # a JSON list, or a tuple from Python
             raise fail
         args = [a for a in typing.get_args(base) if a is not Ellipsis]
         if args and (len(args) == 1 or Ellipsis in typing.get_args(base)):  # tuple[X, ...] / list[X]
