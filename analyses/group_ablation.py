@@ -42,7 +42,7 @@ from typing import Any
 import pandas as pd
 
 from analyses import outputs, read_table, resolve_root, write_table
-from interp._util.config import option
+from interp._util.config import option, path_component
 
 NAME = "group_ablation"
 HEAVY = True  # many training runs: `interp figures --recompute` re-renders unless named with --only
@@ -79,7 +79,7 @@ class Config:
     # None = the preset's steps (tiny: 250 = 512k tokens per run, ~3.5 min on 2 quiet cores; see above).
     steps: int | None = option(None, STEPS_HELP)
     root: str = option("runs", ROOT_HELP)
-    name: str | None = option(None, NAME_HELP)  # default "groups-<preset>"
+    name: str | None = option(None, NAME_HELP, parse=path_component)  # default "groups-<preset>"
     only: tuple[str, ...] = option((), ONLY_HELP, metavar="VARIANT[,VARIANT]")
     overrides: dict[str, Any] = option(help=OVERRIDES_HELP, default_factory=dict, cli=False)
 

@@ -41,11 +41,7 @@ def add_experiment_arguments(p: argparse.ArgumentParser, module: ModuleType) -> 
 
 def config_from_args(module: ModuleType, args: argparse.Namespace, command: str) -> Any:
     """The analysis module's Config for these arguments (no training): testable without a shell."""
-    try:
-        overrides = parse_train_overrides(args.set, command)
-    except ValueError as err:
-        raise SystemExit(str(err)) from err
-    cfg = dataclass_from_args(module.Config, args, overrides=overrides)
+    cfg = dataclass_from_args(module.Config, args, overrides=parse_train_overrides(args.set, command))
     if cfg.seeds < 1:
         raise SystemExit(f"{command}: --seeds must be >= 1, got {cfg.seeds}")
     return cfg
@@ -76,15 +72,13 @@ def run_analysis(module: ModuleType, args: argparse.Namespace, command: str,
     from interp.training.experiments import ExperimentFailed, describe, run_experiment
 
     cfg = config_from_args(module, args, command)
-    try:
-        exp = module.experiment(cfg)
-        if args.dry_run:
-            print(describe(exp))
-            if plan_note is not None:
-                print(plan_note(cfg))
-            return 0
-    except ValueError as err:  # a bad preset, field or variant name: the message names the fix
-        raise SystemExit(f"{command}: {err} (set any TrainConfig field with --set FIELD=VALUE)") from err
+    # a bad preset, field, variant name or option raises ValueError naming the fix: interp.cli.main prints it
+    exp = module.experiment(cfg)
+    if args.dry_run:
+        print(describe(exp))
+        if plan_note is not None:
+            print(plan_note(cfg))
+        return 0
     if not Distributed.from_env(join=False).primary:  # under torchrun: the other ranks only take part in training
         return run_experiment(exp, log=None).exit_code if not args.no_train else 0
     figures_dir = Path(args.figures_dir)
@@ -109,7 +103,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("sweep", help="schedule x ratio sweep (paper Table 1): train, tabulate, plot",
                               description=__doc__.split("\n")[0])
     add_experiment_arguments(p, schedule_sweep)
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, command="sweep")
 
 
 def run(args: argparse.Namespace) -> int:
