@@ -50,7 +50,15 @@ import numpy as np
 import pandas as pd
 
 from analyses import outputs, read_table, resolve_root, write_table
-from analyses.group_ablation import NAME_HELP, ONLY_HELP, PRESET_HELP, ROOT_HELP, SEEDS_HELP, experiment_files
+from analyses.group_ablation import (
+    NAME_HELP,
+    ONLY_HELP,
+    PRESET_HELP,
+    ROOT_HELP,
+    SEEDS_HELP,
+    experiment_files,
+    fit_warmup,
+)
 from interp._util.config import json_object, option, path_component
 from interp.schedules import WidthSpec
 
@@ -147,6 +155,7 @@ def shared_overrides(cfg: Config) -> dict[str, Any]:
         overrides["steps"] = cfg.steps
     if "warmup_steps" in budget and "warmup_steps" not in cfg.overrides and "steps" in overrides:
         overrides["warmup_steps"] = min(budget["warmup_steps"], overrides["steps"])  # --steps 5 stays valid
+    overrides.update(fit_warmup(cfg.preset, overrides))  # the same without a CPU budget
     return overrides
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from interp._util.config import add_arguments, dataclass_from_args
 from interp._util.paths import FIGURES_DIR
-from interp.cli.sweep import add_experiment_arguments, run_analysis
+from interp.cli.sweep import add_experiment_arguments, check_output_dir, run_analysis
 
 
 # -- groups ----------------------------------------------------------------------------------------
@@ -69,6 +69,7 @@ def run_pretrained(args: argparse.Namespace) -> int:
     from analyses import read_table
 
     cfg = pretrained_config(args)
+    check_output_dir(args.figures_dir, "--figures-dir")
     pa.compute(cfg, args.figures_dir)  # a bad model spec, text or file: ValueError / OSError, one line
     paths = pa.render(args.figures_dir)
     summary = pa.summarize(read_table(args.figures_dir, pa.TABLE, pa.NAME))

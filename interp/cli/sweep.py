@@ -17,6 +17,7 @@ This module also holds the arguments and the runner shared by every training exp
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -24,6 +25,7 @@ from types import ModuleType
 from typing import Any
 
 from interp._util.config import add_arguments, dataclass_from_args
+from interp._util.errors import InputError
 from interp._util.paths import FIGURES_DIR
 from interp.training.config import parse_train_overrides
 
@@ -45,6 +47,17 @@ def config_from_args(module: ModuleType, args: argparse.Namespace, command: str)
     if cfg.seeds < 1:
         raise SystemExit(f"{command}: --seeds must be >= 1, got {cfg.seeds}")
     return cfg
+
+
+def check_output_dir(path: str | Path, flag: str) -> None:
+    """Refuse an output folder that cannot be written (a file on its path, no write permission) before any
+    computation, instead of after hours of training; creates nothing."""
+    path = Path(path)
+    existing = next(p for p in (path, *path.parents) if p.exists())  # "/" always exists
+    if not existing.is_dir():
+        raise InputError(f"{existing} is a file, not a folder", field=f"{flag} {path}", fix="choose another folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise InputError(f"{existing} is not writable", field=f"{flag} {path}", fix="choose a folder you can write")
 
 
 def print_summary(summary) -> None:
@@ -82,6 +95,8 @@ def run_analysis(module: ModuleType, args: argparse.Namespace, command: str,
     if not Distributed.from_env(join=False).primary:  # under torchrun: the other ranks only take part in training
         return run_experiment(exp, log=None).exit_code if not args.no_train else 0
     figures_dir = Path(args.figures_dir)
+    check_output_dir(exp.dir, "--root")
+    check_output_dir(figures_dir, "--figures-dir")
     try:
         report, summary = module.compute(cfg, figures_dir, train=not args.no_train)
     except ExperimentFailed as failed:

@@ -17,7 +17,8 @@ from several machines can be merged by copying directories.
 
 Runs go seed-major (every variant of seed 0, then seed 1, ...), so an experiment stopped half-way
 already holds complete paired comparisons. A run that raises writes its traceback to error.txt and
-the others go on; a SIGINT/SIGTERM (the Trainer saves and returns "interrupted") stops the whole
+the others go on (the token data is prepared outside that net: a missing or bad corpus would fail every
+run alike, so it stops the experiment with its own message); a SIGINT/SIGTERM (the Trainer saves and returns "interrupted") stops the whole
 experiment, because the user asked to stop.
 
 Under torchrun every rank runs the same loop and each run is a DDP run; only rank 0 writes files and
@@ -367,8 +368,9 @@ def _train_runs(exp: Experiment, configs: list[tuple[Variant, int, TrainConfig]]
             continue
         say(f"[{exp.name} {i}/{len(configs)}] {v.name} seed{seed}: training -> {run_dir}")
         t0 = time.perf_counter()
+        data = get_data(cfg)  # outside the try: a missing or bad corpus fails every run alike, so it stops here
         try:
-            result = Trainer(cfg, data=get_data(cfg)).run()
+            result = Trainer(cfg, data=data).run()
         except Exception as err:  # noqa: BLE001 - one failed run must not stop the others
             message = f"{type(err).__name__}: {err}"
             if main:
