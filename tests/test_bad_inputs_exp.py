@@ -138,6 +138,30 @@ Case("exp-set-seed-groups", item="new", argv=[*GROUPS, "--set", "seed=3"],
      message=r"interp ablate groups: Experiment.overrides may not set \['seed'\]")
 
 
+
+def run_dir_with(**files: str):
+    """setup writing files into R/groups-micro/uniform/seed0/ (name -> text; error_txt -> error.txt)."""
+    def setup(tmp: Path) -> None:
+        run = tmp / "R" / "groups-micro" / "uniform" / "seed0"
+        run.mkdir(parents=True)
+        for name, text in files.items():
+            (run / name.replace("_", ".")).write_bytes(text.encode("utf-8", "surrogateescape"))
+    return setup
+
+
+Case("exp-result-not-an-object", item="12", argv=GROUPS, setup=run_dir_with(result_json="[1]"),
+     may_change=("R/groups-micro/.experiment.lock",),
+     message=r"interp ablate groups: .*seed0/result.json: expected a JSON object, got list")
+Case("exp-result-field-not-a-number", item="12", argv=[*GROUPS, "--no-train"],
+     setup=run_dir_with(result_json='{"status": "done", "val_ppl": "abc"}', config_json="{}"),
+     message=r"seed0/result.json: fields \{'val_ppl': 'abc'\} must be numbers")
+Case("exp-config-train-not-an-object", item="12", argv=[*GROUPS, "--no-train"],
+     setup=run_dir_with(config_json='{"train": 5}'), message=r"seed0/config.json: 'train' must be a JSON object")
+Case("exp-error-txt-not-utf8", item="12", argv=[*GROUPS, "--no-train"], rc=0, may_change=("fig/",),
+     setup=run_dir_with(error_txt="Traceback\nValueError: \udcff\udcfe broken\n"),
+     message=r"\[interp ablate groups\] no finished runs under .*groups-micro yet")
+
+
 def checkpoint(tmp: Path) -> None:
     """A 3-layer TaperedLM checkpoint with a word-level tokenizer, and a text of its words."""
     from tests.factories import WORDS, tiny_checkpoint, word_tokenizer_json
