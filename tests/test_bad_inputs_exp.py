@@ -193,6 +193,20 @@ for what, (extra, message) in {
          else message)
 
 
+def checkpoint_with_bogus_options(tmp: Path) -> None:
+    """checkpoint(), its stored model config given a mixer option that attention does not take."""
+    import json
+
+    checkpoint(tmp)
+    config = json.loads((tmp / "model" / "config.json").read_text())
+    config["model"]["mixer_options"] = {"bogus": 1}
+    (tmp / "model" / "config.json").write_text(json.dumps(config))
+
+
+Case("exp-pretrained-stored-bogus-mixer-options", item="6", argv=PRETRAINED, setup=checkpoint_with_bogus_options,
+     message=r"interp ablate pretrained: .*model/config.json: .*mixer 'attention' takes no options")
+
+
 @pytest.fixture(autouse=True)
 def _release_locks():
     yield
