@@ -49,7 +49,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from analyses import outputs, read_table, resolve_root, write_table
+from analyses import outputs, read_table, resolve_root
 from analyses.group_ablation import (
     NAME_HELP,
     ONLY_HELP,
@@ -58,6 +58,7 @@ from analyses.group_ablation import (
     SEEDS_HELP,
     experiment_files,
     fit_warmup,
+    write_experiment_tables,
 )
 from interp._util.config import json_object, option, path_component
 from interp.schedules import WidthSpec
@@ -276,10 +277,9 @@ def compute(cfg: Config, figures_dir: Path, data=None, train: bool = True):
     exp = experiment(cfg)
     report = run_experiment(exp, data=data) if train else None
     runs, summary = tables(exp)
-    write_table(runs, figures_dir, RUNS_TABLE, cfg, NAME)
-    write_table(summary, figures_dir, TABLE, cfg, NAME)
+    write_experiment_tables(runs, summary, figures_dir, RUNS_TABLE, TABLE, cfg, NAME)
     if report is not None and report.failed:
-        raise ExperimentFailed(report)
+        raise ExperimentFailed(report, summary)
     return report, summary
 
 

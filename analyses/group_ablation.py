@@ -132,11 +132,24 @@ def compute_tables(exp, cfg: Any, figures_dir: Path, name: str, table: str, runs
     report = run_experiment(exp, data=data) if train else None
     runs = experiment_runs(exp)
     summary = with_paper(summarize(runs, order=[v.name for v in exp.variants]), paper)
+    write_experiment_tables(runs, summary, figures_dir, runs_table, table, cfg, name)
+    if report is not None and report.failed:
+        raise ExperimentFailed(report, summary)
+    return report, summary
+
+
+def write_experiment_tables(runs: pd.DataFrame, summary: pd.DataFrame, figures_dir: Path, runs_table: str,
+                            table: str, cfg: Any, name: str) -> bool:
+    """Write the per-run and summary tables, unless no run finished and a table is already there: an
+    experiment whose every run failed (a typo in --set) must not replace stored results with an empty table.
+    Returns whether it wrote. Shared with architectures."""
+    from interp.training.results import DONE
+
+    if not (runs["status"] == DONE).any() and (Path(figures_dir) / table).exists():
+        return False
     write_table(runs, figures_dir, runs_table, cfg, name)
     write_table(summary, figures_dir, table, cfg, name)
-    if report is not None and report.failed:
-        raise ExperimentFailed(report)
-    return report, summary
+    return True
 
 
 def compute(cfg: Config, figures_dir: Path, data=None, train: bool = True):

@@ -162,6 +162,22 @@ Case("exp-error-txt-not-utf8", item="12", argv=[*GROUPS, "--no-train"], rc=0, ma
      message=r"\[interp ablate groups\] no finished runs under .*groups-micro yet")
 
 
+
+def stored_table_and_a_foreign_run(tmp: Path) -> None:
+    """fig/ holds a sweep table; the sweep's only run directory was written by another config."""
+    corpus(tmp)
+    (tmp / "fig").mkdir()
+    (tmp / "fig" / "schedule_sweep.csv").write_text("variant,val_ppl_mean\nuniform,16.28\n")
+    run_dir_with(config_json='{"train": {"steps": 99}}', result_json='{"status": "done"}')(tmp)
+    (tmp / "R" / "groups-micro").rename(tmp / "R" / "sweep-micro")
+
+
+Case("exp-all-runs-failed-keeps-the-table", item="new", rc=1,
+     argv=[*SWEEP, "--set", 'source="{tmp}/corpus"', "--set", "val_fraction=0.25"],
+     setup=stored_table_and_a_foreign_run, may_change=("cache/", "R/sweep-micro/.experiment.lock", "R/*/*/*/error.txt"),
+     message=r"\[interp sweep\] no finished runs under .*sweep-micro yet: nothing to tabulate")
+
+
 def checkpoint(tmp: Path) -> None:
     """A 3-layer TaperedLM checkpoint with a word-level tokenizer, and a text of its words."""
     from tests.factories import WORDS, tiny_checkpoint, word_tokenizer_json

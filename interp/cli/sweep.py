@@ -100,7 +100,8 @@ def run_analysis(module: ModuleType, args: argparse.Namespace, command: str,
     try:
         report, summary = module.compute(cfg, figures_dir, train=not args.no_train)
     except ExperimentFailed as failed:
-        report, summary = failed.report, read_table(figures_dir, module.TABLE, module.NAME)
+        report = failed.report
+        summary = failed.summary if failed.summary is not None else read_table(figures_dir, module.TABLE, module.NAME)
     if report is not None:
         print(report.summary())
     if len(summary):

@@ -392,11 +392,12 @@ def _train_runs(exp: Experiment, configs: list[tuple[Variant, int, TrainConfig]]
 
 
 class ExperimentFailed(RuntimeError):
-    """Raised after an experiment's tables were written, if some of its runs failed; carries the Report."""
+    """Raised after an experiment's tables were written, if some of its runs failed; carries the Report and
+    the summary table it computed (None: read it back from where it was written)."""
 
-    def __init__(self, report: Report):
+    def __init__(self, report: Report, summary: pd.DataFrame | None = None):
         super().__init__(report.summary())
-        self.report = report
+        self.report, self.summary = report, summary
 
 
 __all__ = ["Variant", "Experiment", "Report", "RunStatus", "ExperimentFailed", "variant", "slug", "group_variants",
