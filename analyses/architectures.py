@@ -49,9 +49,18 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from analyses import outputs, read_table, resolve_root, write_table
-from analyses.group_ablation import NAME_HELP, ONLY_HELP, PRESET_HELP, ROOT_HELP, SEEDS_HELP, experiment_files
-from interp._util.config import option
+from analyses import outputs, read_table, resolve_root
+from analyses.group_ablation import (
+    NAME_HELP,
+    ONLY_HELP,
+    PRESET_HELP,
+    ROOT_HELP,
+    SEEDS_HELP,
+    experiment_files,
+    fit_warmup,
+    write_experiment_tables,
+)
+from interp._util.config import json_object, option, path_component
 from interp.schedules import WidthSpec
 
 NAME = "architectures"
@@ -89,15 +98,17 @@ class Config:
     steps: int | None = option(None, "training steps per run (default: the budget's)")
     mixers: tuple[str, ...] = option(MIXERS, "comma-separated token mixers to compare", metavar="MIXER[,MIXER]")
     root: str = option("runs", ROOT_HELP)
-    name: str | None = option(None, NAME_HELP)  # default "architectures-<preset>[-full]"
+    name: str | None = option(None, NAME_HELP, parse=path_component)  # default "architectures-<preset>[-full]"
     # subset of width-variant names ("uniform", "cosine-1.5-0.5")
     only: tuple[str, ...] = option((), ONLY_HELP, metavar="VARIANT[,VARIANT]")
     # TrainConfig fields shared by every run; they win over CPU_BUDGETS (e.g. {"n_ctx": 256, "threads": 2}).
     overrides: dict[str, Any] = option(help="TrainConfig fields shared by every run (--set FIELD=JSON)",
                                        default_factory=dict, cli=False)
     # Per mixer ModelConfig.mixer_options (TrainConfig.mixer_options), e.g. {"titans": {"chunk_size": 64}}.
-    mixer_options: dict[str, dict[str, Any]] = option(help="per mixer ModelConfig.mixer_options",
-                                                      default_factory=dict, cli=False)
+    mixer_options: dict[str, dict[str, Any]] = option(help="per mixer ModelConfig.mixer_options as JSON, e.g. "
+                                                           '\'{"titans": {"chunk_size": 64}}\' (--set '
+                                                           "mixer_options gives every mixer the same ones)",
+                                                      default_factory=dict, parse=json_object, metavar="JSON")
     # "cpu": CPU_BUDGETS[preset] where the preset has one; "preset": the preset's own steps, n_ctx, ... (GPU)
     budget: str = option("cpu", "cpu: the reduced CPU budget where the preset has one (CPU_BUDGETS); preset: the "
                                 "preset's own steps and n_ctx (on a GPU); runs go to architectures-<preset>-full",
@@ -123,6 +134,13 @@ def _check_mixers(cfg: Config) -> None:
     stray = sorted(set(cfg.mixer_options) - set(cfg.mixers))
     if stray:
         raise ValueError(f"Config.mixer_options has entries for {stray}, which are not in Config.mixers")
+    not_dicts = sorted(m for m, options in cfg.mixer_options.items() if not isinstance(options, dict))
+    if not_dicts:
+        raise ValueError(f"Config.mixer_options (--mixer-options): the entries for {not_dicts} must be JSON objects "
+                         'of that mixer\'s options, e.g. {"titans": {"chunk_size": 64}}')
+    if cfg.mixer_options and "mixer_options" in cfg.overrides:
+        raise ValueError("give mixer options either to every mixer (--set mixer_options=...) or per mixer "
+                         "(--mixer-options / Config.mixer_options), not both")
 
 
 def shared_overrides(cfg: Config) -> dict[str, Any]:
@@ -138,6 +156,7 @@ def shared_overrides(cfg: Config) -> dict[str, Any]:
         overrides["steps"] = cfg.steps
     if "warmup_steps" in budget and "warmup_steps" not in cfg.overrides and "steps" in overrides:
         overrides["warmup_steps"] = min(budget["warmup_steps"], overrides["steps"])  # --steps 5 stays valid
+    overrides.update(fit_warmup(cfg.preset, overrides))  # the same without a CPU budget
     return overrides
 
 
@@ -258,10 +277,9 @@ def compute(cfg: Config, figures_dir: Path, data=None, train: bool = True):
     exp = experiment(cfg)
     report = run_experiment(exp, data=data) if train else None
     runs, summary = tables(exp)
-    write_table(runs, figures_dir, RUNS_TABLE, cfg, NAME)
-    write_table(summary, figures_dir, TABLE, cfg, NAME)
+    write_experiment_tables(runs, summary, figures_dir, RUNS_TABLE, TABLE, cfg, NAME)
     if report is not None and report.failed:
-        raise ExperimentFailed(report)
+        raise ExperimentFailed(report, summary)
     return report, summary
 
 

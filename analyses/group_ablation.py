@@ -42,7 +42,7 @@ from typing import Any
 import pandas as pd
 
 from analyses import outputs, read_table, resolve_root, write_table
-from interp._util.config import option
+from interp._util.config import option, path_component
 
 NAME = "group_ablation"
 HEAVY = True  # many training runs: `interp figures --recompute` re-renders unless named with --only
@@ -79,7 +79,7 @@ class Config:
     # None = the preset's steps (tiny: 250 = 512k tokens per run, ~3.5 min on 2 quiet cores; see above).
     steps: int | None = option(None, STEPS_HELP)
     root: str = option("runs", ROOT_HELP)
-    name: str | None = option(None, NAME_HELP)  # default "groups-<preset>"
+    name: str | None = option(None, NAME_HELP, parse=path_component)  # default "groups-<preset>"
     only: tuple[str, ...] = option((), ONLY_HELP, metavar="VARIANT[,VARIANT]")
     overrides: dict[str, Any] = option(help=OVERRIDES_HELP, default_factory=dict, cli=False)
 
@@ -96,8 +96,20 @@ def build_experiment(cfg: Any, kind: str):
 
     variants = select_variants(VARIANT_SETS[kind](), cfg.only)
     overrides = dict(cfg.overrides, **({"steps": cfg.steps} if cfg.steps is not None else {}))
+    overrides.update(fit_warmup(cfg.preset, overrides))
     return Experiment(name=cfg.name or f"{kind}-{cfg.preset}", preset=cfg.preset, variants=variants,
                       seeds=list(range(cfg.seeds)), root=resolve_root(cfg.root), overrides=overrides)
+
+
+def fit_warmup(preset: str, overrides: dict[str, Any]) -> dict[str, Any]:
+    """{"warmup_steps": N} when `--steps N` is below the preset's warm-up (which would make every run invalid),
+    else {}; a warmup_steps the user set is left alone. Shared with architectures."""
+    from interp.training.config import TrainConfig
+
+    if "steps" not in overrides or "warmup_steps" in overrides:
+        return {}
+    steps = overrides["steps"]
+    return {"warmup_steps": steps} if TrainConfig.from_preset(preset).warmup_steps > steps else {}
 
 
 def with_paper(summary: pd.DataFrame, paper: dict[str, float]) -> pd.DataFrame:
@@ -120,11 +132,24 @@ def compute_tables(exp, cfg: Any, figures_dir: Path, name: str, table: str, runs
     report = run_experiment(exp, data=data) if train else None
     runs = experiment_runs(exp)
     summary = with_paper(summarize(runs, order=[v.name for v in exp.variants]), paper)
+    write_experiment_tables(runs, summary, figures_dir, runs_table, table, cfg, name)
+    if report is not None and report.failed:
+        raise ExperimentFailed(report, summary)
+    return report, summary
+
+
+def write_experiment_tables(runs: pd.DataFrame, summary: pd.DataFrame, figures_dir: Path, runs_table: str,
+                            table: str, cfg: Any, name: str) -> bool:
+    """Write the per-run and summary tables, unless no run finished and a table is already there: an
+    experiment whose every run failed (a typo in --set) must not replace stored results with an empty table.
+    Returns whether it wrote. Shared with architectures."""
+    from interp.training.results import DONE
+
+    if not (runs["status"] == DONE).any() and (Path(figures_dir) / table).exists():
+        return False
     write_table(runs, figures_dir, runs_table, cfg, name)
     write_table(summary, figures_dir, table, cfg, name)
-    if report is not None and report.failed:
-        raise ExperimentFailed(report)
-    return report, summary
+    return True
 
 
 def compute(cfg: Config, figures_dir: Path, data=None, train: bool = True):

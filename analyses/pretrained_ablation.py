@@ -12,6 +12,7 @@ the next 16 (disjoint) evaluate every condition (see interp.ablations.AblationCo
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pandas as pd
@@ -46,20 +47,30 @@ def render(figures_dir: Path) -> list[Path]:
 
 def summarize(df: pd.DataFrame) -> pd.DataFrame:
     """One row per group: Δ loss of removing each fraction (lowest; random = mean over seeds) and the
-    mean and median Δ of skipping one of the group's MLPs (the median is robust to one outlier layer)."""
+    mean and median Δ of skipping one of the group's MLPs (the median is robust to one outlier layer).
+
+    A group none of whose MLPs was skipped gets NaN there (never a warning, never another group's value).
+    Group spans come from the neuron rows; a table of MLP skips only has none, so its skips are summarised
+    in one row "all skipped" rather than dropped."""
     from interp.plots.ablation import GROUP_ORDER, random_summary
 
     neurons = df[df["kind"] == "neurons"]
     lowest = neurons[neurons["selection"] == "lowest"].pivot_table(index="group", columns="fraction", values="delta")
     rand = random_summary(df).pivot_table(index="group", columns="fraction", values="delta")
     out = pd.concat([lowest.add_prefix("lowest "), rand.add_prefix("random ")], axis=1)
-    skip = df[df["kind"] == "skip_mlp"]
-    if not skip.empty and "layers" in neurons.columns:
-        spans = neurons.groupby("group")["layers"].first()
-        in_group = {g: skip[skip["layer"].between(*map(int, s.split("-")))]["delta"] for g, s in spans.items()}
-        out["skip_mlp mean"] = {g: d.mean() for g, d in in_group.items()}
-        out["skip_mlp median"] = {g: d.median() for g, d in in_group.items()}
-    return out.reindex([g for g in GROUP_ORDER if g in out.index])
+    out = out.reindex([g for g in GROUP_ORDER if g in out.index])
+    skip = df[df["kind"] == "skip_mlp"]["delta"].set_axis(df.loc[df["kind"] == "skip_mlp", "layer"])
+    if skip.empty:
+        return out
+    if out.empty:
+        return pd.DataFrame({"skip_mlp mean": [skip.mean()], "skip_mlp median": [skip.median()]},
+                            index=pd.Index(["all skipped"], name="group"))
+    spans = neurons.groupby("group")["layers"].first()
+    in_group = {g: skip[skip.index.to_series().between(*map(int, str(spans[g]).split("-"))).to_numpy()]
+                for g in out.index}
+    out["skip_mlp mean"] = [d.mean() if len(d) else math.nan for d in in_group.values()]
+    out["skip_mlp median"] = [d.median() if len(d) else math.nan for d in in_group.values()]
+    return out
 
 
 def verdict(summary: pd.DataFrame) -> str:

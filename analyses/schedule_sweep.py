@@ -42,7 +42,7 @@ from analyses.group_ablation import (
     compute_tables,
     experiment_files,
 )
-from interp._util.config import option
+from interp._util.config import option, path_component
 
 NAME = "schedule_sweep"
 HEAVY = True  # many training runs: `interp figures --recompute` re-renders unless named with --only
@@ -76,7 +76,7 @@ class Config:
     seeds: int = option(1, SEEDS_HELP)
     steps: int | None = option(None, STEPS_HELP)  # None = the preset's steps (tiny: 250 = 512k tokens per run)
     root: str = option("runs", ROOT_HELP)
-    name: str | None = option(None, NAME_HELP)  # default "sweep-<preset>"
+    name: str | None = option(None, NAME_HELP, parse=path_component)  # default "sweep-<preset>"
     only: tuple[str, ...] = option((), ONLY_HELP, metavar="VARIANT[,VARIANT]")
     overrides: dict[str, Any] = option(help=OVERRIDES_HELP, default_factory=dict, cli=False)
 

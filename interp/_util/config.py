@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import re
 import types
 import typing
 from collections.abc import Callable, Iterable
@@ -191,7 +192,7 @@ def coerce_to_type(value: Any, tp: Any, where: str) -> Any:
             raise fail
         return value
     if origin in (tuple, list) or base in (tuple, list):
-        if not isinstance(value, list):
+        if not isinstance(value, list | tuple):  # a JSON list, or a tuple from Python
             raise fail
         args = [a for a in typing.get_args(base) if a is not Ellipsis]
         if args and (len(args) == 1 or Ellipsis in typing.get_args(base)):  # tuple[X, ...] / list[X]
@@ -228,3 +229,36 @@ def comma_list(item_type: Callable[[str], Any] = str, choices: Iterable[Any] | N
             raise argparse.ArgumentTypeError(f"{bad} not in {allowed}")
         return items
     return parse
+
+
+# One directory name: what a user-given name may be where it becomes a path component (an experiment under
+# its root, a variant under its experiment), so a name can never leave the root ("..", "/", absolute paths).
+PATH_COMPONENT = re.compile(r"[\w.-]+")
+
+
+def check_path_component(name: Any, what: str) -> str:
+    """`name` if it is one safe directory name (letters, digits, '.', '_', '-'; not '.' or '..'), else a
+    ValueError naming `what` (the flag or field), so an output never lands outside the root it was given."""
+    if not isinstance(name, str) or not PATH_COMPONENT.fullmatch(name) or name in (".", ".."):
+        raise ValueError(f"{what}={name!r} must be a single directory name (letters, digits, '.', '_', '-'; "
+                         "not '.' or '..', no '/'): it becomes a folder under the run root")
+    return name
+
+
+def path_component(text: str) -> str:
+    """`parse=` for an option whose value becomes one directory name (check_path_component)."""
+    try:
+        return check_path_component(text, "value")
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def json_object(text: str) -> dict:
+    """`parse=` for an option given as a JSON object, e.g. '{"titans": {"chunk_size": 64}}'."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise argparse.ArgumentTypeError(f"{text!r} is not valid JSON ({err.msg})") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"{text!r}: expects a JSON object {{...}}, got {type(value).__name__}")
+    return value

@@ -15,6 +15,12 @@ from interp._util.dtypes import dtype_names
 GROUPS = ("early", "middle", "late")
 SELECTIONS = ("lowest", "random")
 DTYPE_NAMES = dtype_names("float32", "bfloat16")   # interp.ablations.DTYPES maps them to autocast dtypes
+# what transformers' from_pretrained accepts (a checkpoint of ours ignores it)
+ATTN_IMPLEMENTATIONS = ("sdpa", "eager", "flash_attention_2", "flex_attention")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _skip_layers(text: str) -> tuple[int, ...] | None:
@@ -58,16 +64,41 @@ class AblationConfig:
     dtype: str = option("float32", "bfloat16 = bf16 autocast (~2.5x faster on CPU; the fp32 baseline is recorded "
                                    "too)", choices=DTYPE_NAMES)
     # masks act on the MLP only; sdpa is faster than eager and exact enough
-    attn_implementation: str = option("sdpa", "sdpa | eager")
+    attn_implementation: str = option("sdpa", "sdpa | eager (Hugging Face models)", choices=ATTN_IMPLEMENTATIONS)
     threads: int | None = option(None, "torch.set_num_threads (default: torch's)")
     confidence: float = option(0.95, "level of the Student-t intervals")
 
     def validate(self) -> None:
+        """ValueError naming the field (= the flag) and the fix, before any model is loaded."""
         if self.dtype not in DTYPE_NAMES:
             raise ValueError(f"dtype={self.dtype!r}: choose one of {DTYPE_NAMES}")
+        if self.attn_implementation not in ATTN_IMPLEMENTATIONS:
+            raise ValueError(f"attn_implementation={self.attn_implementation!r}: choose one of {ATTN_IMPLEMENTATIONS}")
         for name in ("seq_len", "score_sequences", "eval_sequences", "batch_size"):
-            if int(getattr(self, name)) < (2 if name == "seq_len" else 1):
-                raise ValueError(f"{name}={getattr(self, name)!r}: must be a positive integer (seq_len >= 2)")
+            value = getattr(self, name)
+            if not _is_int(value) or value < (2 if name == "seq_len" else 1):
+                raise ValueError(f"{name}={value!r}: must be a positive integer (seq_len >= 2)")
+        if self.threads is not None and (not _is_int(self.threads) or self.threads < 0):
+            raise ValueError(f"threads={self.threads!r}: must be an integer >= 1 (0 or unset: torch's default)")
+        if not (isinstance(self.confidence, float | int) and 0 < self.confidence < 1):
+            raise ValueError(f"confidence={self.confidence!r}: must be in (0, 1), e.g. 0.95")
+        for f in self.fractions:
+            if not (isinstance(f, float | int) and 0 <= f <= 1):
+                raise ValueError(f"fraction={f!r}: must be in [0, 1], e.g. 0.25 to remove a quarter of the neurons")
+        for name, allowed in (("groups", GROUPS), ("selections", SELECTIONS)):
+            bad = [v for v in getattr(self, name) if v not in allowed]
+            if bad:
+                raise ValueError(f"{name}={bad}: choose from {', '.join(allowed)}")
+        if not all(_is_int(s) for s in self.seeds) or not all(_is_int(i) and i >= 0 for i in self.skip_layers or ()):
+            raise ValueError(f"seeds={self.seeds!r} and skip_layers={self.skip_layers!r} must be integers "
+                             "(layers >= 0)")
+        neurons = bool(self.groups and self.fractions and self.selections)
+        if not neurons and self.skip_layers == ():
+            raise ValueError("nothing to ablate: no neuron removals (groups, fractions or selections is empty) and "
+                             "skip_layers is none; give --groups/--fractions/--selections or --skip-layers")
+        if neurons and "random" in self.selections and not self.seeds:
+            raise ValueError("seeds is empty but selections include 'random': give --seeds (e.g. 0,1,2) or "
+                             "--selections lowest")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

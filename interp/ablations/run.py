@@ -50,6 +50,13 @@ def split_sequences(ids: Sequence[int] | Tensor, seq_len: int, score_sequences: 
     from interp.probes import token_batches
 
     n = score_sequences + eval_sequences
+    if len(ids) < n * seq_len:  # say it in this experiment's terms (token_batches speaks of `tokens`)
+        fits = len(ids) // seq_len
+        fix = (f"lower eval_sequences to at most {fits - score_sequences}" if fits > score_sequences else
+               f"lower score_sequences + eval_sequences to at most {fits}" if fits >= 2 else
+               "lower seq_len")
+        raise ValueError(f"the text has {len(ids)} tokens, but score_sequences + eval_sequences = {n} sequences of "
+                         f"seq_len {seq_len} need {n * seq_len}: pass a longer text (--text FILE) or {fix}")
     seqs = token_batches(ids, tokens=n * seq_len, seq_len=seq_len, batch_size=n)[0]
     return seqs[:score_sequences], seqs[score_sequences:]
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from interp._util.config import add_arguments, dataclass_from_args
 from interp._util.paths import FIGURES_DIR
-from interp.cli.sweep import add_experiment_arguments, run_analysis
+from interp.cli.sweep import add_experiment_arguments, check_output_dir, run_analysis
 
 
 # -- groups ----------------------------------------------------------------------------------------
@@ -31,7 +31,7 @@ def _register_groups(kinds: argparse._SubParsersAction) -> None:
                          description="Train the layer-group ablation (resumable), tabulate mean and paired "
                                      "differences with 95% t-CIs, plot figures/group_ablation.png.")
     add_experiment_arguments(p, group_ablation)
-    p.set_defaults(func=run_groups)
+    p.set_defaults(func=run_groups, command="ablate groups")  # errors read "interp ablate groups: ..."
 
 
 def run_groups(args: argparse.Namespace) -> int:
@@ -49,7 +49,7 @@ def _register_pretrained(kinds: argparse._SubParsersAction) -> None:
     add_arguments(p, pretrained_ablation.Config)
     p.add_argument("--figures-dir", type=Path, default=FIGURES_DIR,
                    help=f"where the table and the figure go (default {FIGURES_DIR})")
-    p.set_defaults(func=run_pretrained)
+    p.set_defaults(func=run_pretrained, command="ablate pretrained")
 
 
 def pretrained_config(args: argparse.Namespace):
@@ -57,10 +57,7 @@ def pretrained_config(args: argparse.Namespace):
     from analyses import pretrained_ablation as pa
 
     cfg = dataclass_from_args(pa.Config, args)
-    try:
-        cfg.validate()
-    except ValueError as err:
-        raise SystemExit(f"interp ablate pretrained: {err}") from err
+    cfg.validate()  # ValueError naming the flag: interp.cli.main prints it as one line, exit 2
     return cfg
 
 
@@ -72,11 +69,8 @@ def run_pretrained(args: argparse.Namespace) -> int:
     from analyses import read_table
 
     cfg = pretrained_config(args)
-    try:
-        pa.compute(cfg, args.figures_dir)
-    except (ValueError, OSError, ModuleNotFoundError) as err:  # a bad model spec, text or file: one line
-        print(f"interp ablate pretrained: {err}", file=sys.stderr)
-        return 2
+    check_output_dir(args.figures_dir, "--figures-dir")
+    pa.compute(cfg, args.figures_dir)  # a bad model spec, text or file: ValueError / OSError, one line
     paths = pa.render(args.figures_dir)
     summary = pa.summarize(read_table(args.figures_dir, pa.TABLE, pa.NAME))
     with pd.option_context("display.width", 200, "display.float_format", "{:+.4f}".format):
@@ -94,7 +88,7 @@ def _register_architectures(kinds: argparse._SubParsersAction) -> None:
     p = kinds.add_parser("architectures", help="uniform vs cosine 1.5->0.5 for each token mixer",
                          description="Train (resumable) and plot figures/architectures.png.")
     add_experiment_arguments(p, architectures)  # the shared experiment flags + --mixers, --budget
-    p.set_defaults(func=run_architectures)
+    p.set_defaults(func=run_architectures, command="ablate architectures")  # errors read "interp ablate architectures: ..."
 
 
 def print_architectures(summary) -> None:

@@ -17,6 +17,7 @@ This module also holds the arguments and the runner shared by every training exp
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -24,6 +25,7 @@ from types import ModuleType
 from typing import Any
 
 from interp._util.config import add_arguments, dataclass_from_args
+from interp._util.errors import InputError
 from interp._util.paths import FIGURES_DIR
 from interp.training.config import parse_train_overrides
 
@@ -41,14 +43,21 @@ def add_experiment_arguments(p: argparse.ArgumentParser, module: ModuleType) -> 
 
 def config_from_args(module: ModuleType, args: argparse.Namespace, command: str) -> Any:
     """The analysis module's Config for these arguments (no training): testable without a shell."""
-    try:
-        overrides = parse_train_overrides(args.set, command)
-    except ValueError as err:
-        raise SystemExit(str(err)) from err
-    cfg = dataclass_from_args(module.Config, args, overrides=overrides)
+    cfg = dataclass_from_args(module.Config, args, overrides=parse_train_overrides(args.set, command))
     if cfg.seeds < 1:
         raise SystemExit(f"{command}: --seeds must be >= 1, got {cfg.seeds}")
     return cfg
+
+
+def check_output_dir(path: str | Path, flag: str) -> None:
+    """Refuse an output folder that cannot be written (a file on its path, no write permission) before any
+    computation, instead of after hours of training; creates nothing."""
+    path = Path(path)
+    existing = next(p for p in (path, *path.parents) if p.exists())  # "/" always exists
+    if not existing.is_dir():
+        raise InputError(f"{existing} is a file, not a folder", field=f"{flag} {path}", fix="choose another folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise InputError(f"{existing} is not writable", field=f"{flag} {path}", fix="choose a folder you can write")
 
 
 def print_summary(summary) -> None:
@@ -76,22 +85,23 @@ def run_analysis(module: ModuleType, args: argparse.Namespace, command: str,
     from interp.training.experiments import ExperimentFailed, describe, run_experiment
 
     cfg = config_from_args(module, args, command)
-    try:
-        exp = module.experiment(cfg)
-        if args.dry_run:
-            print(describe(exp))
-            if plan_note is not None:
-                print(plan_note(cfg))
-            return 0
-    except ValueError as err:  # a bad preset, field or variant name: the message names the fix
-        raise SystemExit(f"{command}: {err} (set any TrainConfig field with --set FIELD=VALUE)") from err
+    # a bad preset, field, variant name or option raises ValueError naming the fix: interp.cli.main prints it
+    exp = module.experiment(cfg)
+    if args.dry_run:
+        print(describe(exp))
+        if plan_note is not None:
+            print(plan_note(cfg))
+        return 0
     if not Distributed.from_env(join=False).primary:  # under torchrun: the other ranks only take part in training
         return run_experiment(exp, log=None).exit_code if not args.no_train else 0
     figures_dir = Path(args.figures_dir)
+    check_output_dir(exp.dir, "--root")
+    check_output_dir(figures_dir, "--figures-dir")
     try:
         report, summary = module.compute(cfg, figures_dir, train=not args.no_train)
     except ExperimentFailed as failed:
-        report, summary = failed.report, read_table(figures_dir, module.TABLE, module.NAME)
+        report = failed.report
+        summary = failed.summary if failed.summary is not None else read_table(figures_dir, module.TABLE, module.NAME)
     if report is not None:
         print(report.summary())
     if len(summary):
@@ -109,7 +119,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("sweep", help="schedule x ratio sweep (paper Table 1): train, tabulate, plot",
                               description=__doc__.split("\n")[0])
     add_experiment_arguments(p, schedule_sweep)
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, command="sweep")
 
 
 def run(args: argparse.Namespace) -> int:

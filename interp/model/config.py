@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from interp._util.config import reject_unknown_keys
 from interp.model.mixers import MIXERS
+from interp.model.mixers.registry import parse_mixer_options
 
 
 @dataclass
@@ -68,9 +69,16 @@ class ModelConfig:
             if not ok:
                 raise ValueError(f"ModelConfig.d_mlp[{layer}] must be a positive int, got {width!r}")
         self.d_mlp = [operator.index(w) for w in self.d_mlp]  # numpy ints -> int, so to_dict is JSON-safe
-        if self.mixer not in MIXERS:
+        if not isinstance(self.tie_embeddings, bool):
+            raise ValueError(f"ModelConfig.tie_embeddings must be true or false, got {self.tie_embeddings!r}")
+        if not isinstance(self.mixer, str) or self.mixer not in MIXERS:
             raise ValueError(f"ModelConfig.mixer={self.mixer!r} is not registered; choose one of "
                              f"{sorted(MIXERS)} or register it with interp.model.mixers.register_mixer")
+        numbers = {n: getattr(self, n) for n in ("rope_theta", "norm_eps", "init_std")}
+        for name, value in numbers.items():
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise ValueError(f"ModelConfig.{name} must be a number, got {value!r}")
         if self.rope_theta <= 0 or self.norm_eps <= 0 or self.init_std <= 0:
             raise ValueError("ModelConfig.rope_theta, norm_eps and init_std must be > 0, got "
                              f"{self.rope_theta}, {self.norm_eps}, {self.init_std}")
+        parse_mixer_options(self)  # keys the mixer declares, of their types, values its options accept

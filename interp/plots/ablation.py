@@ -93,11 +93,13 @@ def _skip_panel(ax: Axes, df: pd.DataFrame) -> None:
     delta = skip["delta"].to_numpy(float)
     yerr = np.vstack([delta - skip["delta_ci_low"].to_numpy(float), skip["delta_ci_high"].to_numpy(float) - delta])
     note = _scale(ax, delta)
-    spans = _group_spans(df, int(layers.max()) + 1)
+    spans = _group_spans(df)
     for group, (first, last) in spans.items():
         ax.axvspan(first - 0.5, last + 0.5, color=group_color(group), alpha=0.07, lw=0)
-        median = np.median(delta[(layers >= first) & (layers <= last)])   # robust to layer 0's outlier
-        ax.hlines(median, first - 0.4, last + 0.4, color=group_color(group), lw=1.2, ls=":")
+        in_group = delta[(layers >= first) & (layers <= last)]
+        if in_group.size:  # a group with no skipped MLP has no median (and no "Mean of empty slice")
+            median = np.median(in_group)   # robust to layer 0's outlier
+            ax.hlines(median, first - 0.4, last + 0.4, color=group_color(group), lw=1.2, ls=":")
     ax.errorbar(layers, delta, yerr=np.nan_to_num(yerr), fmt="o-", color="#333333", ms=3.5, lw=1.0,
                 capsize=2, elinewidth=0.8)
     ax.axhline(0.0, color="black", lw=0.6, alpha=0.4, zorder=0)
@@ -107,19 +109,19 @@ def _skip_panel(ax: Axes, df: pd.DataFrame) -> None:
     ax.xaxis.set_major_locator(MaxNLocator(integer=True, nbins=10))
     ax.set_xlim(-0.6, layers.max() + 0.6)
     handles = [Patch(color=group_color(g), alpha=0.3, label=f"{g} (dotted: median)") for g in spans]
-    ax.legend(handles=handles, loc="upper right")
+    if handles:
+        ax.legend(handles=handles, loc="upper right")
 
 
-def _group_spans(df: pd.DataFrame, n_layers: int) -> dict[str, tuple[int, int]]:
-    """First and last layer of each group, from the `layers` column ('0-9') of the neuron rows, else thirds."""
+def _group_spans(df: pd.DataFrame) -> dict[str, tuple[int, int]]:
+    """First and last layer of each group, from the `layers` column ('0-9') of the neuron rows. A table of
+    MLP skips only has none and says nothing of the model's depth (skip_layers may be any subset), so its
+    groups are not guessed: no spans."""
     spans: dict[str, tuple[int, int]] = {}
     if "layers" in df.columns:
         for group, text in df[df["kind"] == "neurons"].groupby("group")["layers"].first().items():
             first, last = (int(v) for v in str(text).split("-"))
             spans[group] = (first, last)
-    if not spans:
-        edges = np.linspace(0, n_layers, 4).round().astype(int)
-        spans = {g: (int(edges[i]), int(edges[i + 1]) - 1) for i, g in enumerate(GROUP_ORDER)}
     return {g: spans[g] for g in GROUP_ORDER if g in spans}
 
 

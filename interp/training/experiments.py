@@ -17,7 +17,8 @@ from several machines can be merged by copying directories.
 
 Runs go seed-major (every variant of seed 0, then seed 1, ...), so an experiment stopped half-way
 already holds complete paired comparisons. A run that raises writes its traceback to error.txt and
-the others go on; a SIGINT/SIGTERM (the Trainer saves and returns "interrupted") stops the whole
+the others go on (the token data is prepared outside that net: a missing or bad corpus would fail every
+run alike, so it stops the experiment with its own message); a SIGINT/SIGTERM (the Trainer saves and returns "interrupted") stops the whole
 experiment, because the user asked to stop.
 
 Under torchrun every rank runs the same loop and each run is a DDP run; only rank 0 writes files and
@@ -28,6 +29,7 @@ failure handling here is meant for the single-process case and for errors every 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import re
 import time
@@ -39,7 +41,9 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from interp._util.config import check_path_component
 from interp._util.dist import Distributed
+from interp._util.io import exclusive_lock
 from interp._util.paths import RESULT_FILE
 from interp.schedules import PROFILES, WidthSpec
 from interp.training.config import TrainConfig
@@ -68,7 +72,7 @@ SWEEP_PAIRS = ((1.25, 0.75), (1.375, 0.625), (1.5, 0.5), (1.625, 0.375), (1.75, 
 RESERVED_OVERRIDES = {"seed", "out_dir", "resume", "preset"}
 WIDTH_SHAPE_FIELDS = {"width", "schedule", "start", "end", "profile"}
 SHARED_WIDTH_FIELDS = ("multiple", "k")
-VARIANT_NAME = re.compile(r"[\w.-]+(/[\w.-]+)*")
+LOCK_FILE = ".experiment.lock"  # in <root>/<experiment>/: held by the runner while it trains
 
 # ------------------------------------------------------------------------------------------ variants
 
@@ -93,6 +97,14 @@ class Variant:
 
     def _width_overrides(self) -> dict[str, Any]:
         return {k: v for k, v in self.overrides.items() if k in WIDTH_SHAPE_FIELDS}
+
+
+def _is_component(part: str) -> bool:
+    try:
+        check_path_component(part, "part")
+    except ValueError:
+        return False
+    return True
 
 
 def slug(label: str) -> str:
@@ -156,8 +168,9 @@ class Experiment:
         names = [v.name for v in self.variants]
         if len(set(names)) != len(names) or len(set(self.seeds)) != len(self.seeds):
             raise ValueError(f"Experiment {self.name!r}: variant names {names} and seeds {self.seeds} must be unique")
-        bad = [n for n in names if not VARIANT_NAME.fullmatch(n) or any(p in (".", "..") or SEED_DIR.fullmatch(p)
-                                                                        for p in n.split("/"))]
+        check_path_component(self.name, f"Experiment {self.name!r}: name")  # one folder under root, never above
+        bad = [n for n in names if not isinstance(n, str) or not all(_is_component(p) and not SEED_DIR.fullmatch(p)
+                                                                     for p in n.split("/"))]
         if bad:
             raise ValueError(f"Experiment {self.name!r}: variant names {bad} must be relative directory names "
                              "(letters, digits, . _ -, nested with /; no '..' and no part named seed<k>)")
@@ -194,6 +207,10 @@ class Experiment:
                 cfg = TrainConfig.from_preset(self.preset, **kw, seed=seed, out_dir=str(self.run_dir(v, seed)),
                                               resume=True)
                 cfg.validate()
+                try:  # the model too (mixer, mixer_options), so a bad option fails before any run trains
+                    cfg.model_config(cfg.vocab_size).validate()
+                except ValueError as err:
+                    raise ValueError(f"variant {v.name!r}: {err}") from err
                 runs.append((v, seed, cfg))
         return runs
 
@@ -313,16 +330,27 @@ def run_experiment(exp: Experiment, data: TokenData | None = None, log: Callable
     """Train every run of `exp` that is not finished yet, seed-major; never raises for a single run's failure.
 
     `data` (an interp.data.TokenData) is passed to every Trainer when given (tests, notebooks);
-    otherwise it is prepared once from the runs' config.
+    otherwise it is prepared once from the runs' config. The experiment directory is locked while it runs
+    (interp._util.io.exclusive_lock): a second runner of the same experiment fails at once with LockHeld
+    naming the first one's pid, instead of training the same runs into the same directories.
     """
-    from interp.training.trainer import Trainer
-
     configs = exp.configs()
     # pre-flight, at the configured vocabulary
     params = check_equal_params((cfg for _, _, cfg in configs), exp.equal_params_within)
     main = Distributed.from_env(join=False).primary
     say = log if (log and main) else (lambda _msg: None)
-    get_data = _DataCache(data)
+    # only rank 0 under torchrun: the other ranks run the same loop in step with it
+    lock = (exclusive_lock(exp.dir / LOCK_FILE, f"experiment {exp.dir} (--root/--name)") if main
+            else contextlib.nullcontext())
+    with lock:
+        return _train_runs(exp, configs, params, _DataCache(data), say, main)
+
+
+def _train_runs(exp: Experiment, configs: list[tuple[Variant, int, TrainConfig]], params: int | None,
+                get_data: _DataCache, say: Callable[[str], None], main: bool) -> Report:
+    """run_experiment's loop: skip the finished runs, train the others, stop at an interrupt."""
+    from interp.training.trainer import Trainer
+
     statuses: list[RunStatus] = []
     stop = False
     for i, (v, seed, cfg) in enumerate(configs, 1):
@@ -340,8 +368,9 @@ def run_experiment(exp: Experiment, data: TokenData | None = None, log: Callable
             continue
         say(f"[{exp.name} {i}/{len(configs)}] {v.name} seed{seed}: training -> {run_dir}")
         t0 = time.perf_counter()
+        data = get_data(cfg)  # outside the try: a missing or bad corpus fails every run alike, so it stops here
         try:
-            result = Trainer(cfg, data=get_data(cfg)).run()
+            result = Trainer(cfg, data=data).run()
         except Exception as err:  # noqa: BLE001 - one failed run must not stop the others
             message = f"{type(err).__name__}: {err}"
             if main:
@@ -363,11 +392,12 @@ def run_experiment(exp: Experiment, data: TokenData | None = None, log: Callable
 
 
 class ExperimentFailed(RuntimeError):
-    """Raised after an experiment's tables were written, if some of its runs failed; carries the Report."""
+    """Raised after an experiment's tables were written, if some of its runs failed; carries the Report and
+    the summary table it computed (None: read it back from where it was written)."""
 
-    def __init__(self, report: Report):
+    def __init__(self, report: Report, summary: pd.DataFrame | None = None):
         super().__init__(report.summary())
-        self.report = report
+        self.report, self.summary = report, summary
 
 
 __all__ = ["Variant", "Experiment", "Report", "RunStatus", "ExperimentFailed", "variant", "slug", "group_variants",

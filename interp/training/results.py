@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from interp._util.errors import InputError
 from interp._util.io import read_json
 from interp._util.paths import CONFIG_FILE, RESULT_FILE
 from interp.training.config import TrainConfig, config_diff
@@ -33,11 +34,27 @@ BASELINE = "uniform"
 SEED_DIR = re.compile(r"seed(\d+)")
 # Statuses of one run in a Report; collect() uses the first four plus "incomplete".
 DONE, SKIPPED, FAILED, INTERRUPTED, NOT_RUN = "done", "skipped", "failed", "interrupted", "not run"
+# result.json fields the tables compute with
+RESULT_NUMBERS = ("step", "tokens", "params", "val_loss", "val_ppl", "train_loss", "elapsed_s", "tokens_per_s")
 
 
 def _read(path: Path) -> dict | None:
-    """A run's JSON file; None when missing or torn (a killed process): the run counts as unfinished."""
-    return read_json(path, missing_ok=True, torn_ok=True)
+    """A run's JSON file; None when missing or torn (a killed process): the run counts as unfinished.
+    Valid JSON that is not an object was not written by us: InputError naming the file, never a traceback."""
+    doc = read_json(path, missing_ok=True, torn_ok=True)
+    if doc is not None and not isinstance(doc, dict):
+        raise InputError(f"expected a JSON object, got {type(doc).__name__}", path=path,
+                         fix="delete the file to retrain this run, or restore it")
+    return doc
+
+
+def _numbers(result: dict, path: Path) -> dict:
+    """`result` with its RESULT_NUMBERS checked: each a number or null (NaN allowed: a diverged run)."""
+    bad = {k: result[k] for k in RESULT_NUMBERS
+           if result.get(k) is not None and (isinstance(result[k], bool) or not isinstance(result[k], int | float))}
+    if bad:
+        raise InputError(f"fields {bad} must be numbers", path=path, fix="delete the file to retrain this run")
+    return result
 
 
 def is_done(run_dir: Path, cfg: TrainConfig) -> bool:
@@ -48,7 +65,7 @@ def is_done(run_dir: Path, cfg: TrainConfig) -> bool:
     """
     result, config = _read(run_dir / RESULT_FILE), _read(run_dir / CONFIG_FILE)
     return bool(result and config and result.get("status") == DONE
-                and not config_diff(config.get("train", {}), cfg))
+                and not config_diff(_object(config, "train", run_dir), cfg))
 
 
 # ------------------------------------------------------------------------------------------- collect
@@ -71,9 +88,9 @@ def read_run(run_dir: Path) -> dict:
     """One run directory -> one row of RUN_COLUMNS (status "incomplete" while it trains or was killed)."""
     run_dir = Path(run_dir)
     config = _read(run_dir / CONFIG_FILE) or {}
-    result = _read(run_dir / RESULT_FILE) or {}
-    train, data = config.get("train", {}), config.get("data", {})
-    width = train.get("width", {})
+    result = _numbers(_read(run_dir / RESULT_FILE) or {}, run_dir / RESULT_FILE)
+    train, data = _object(config, "train", run_dir), _object(config, "data", run_dir)
+    width = _object(train, "width", run_dir)
     error_path = run_dir / ERROR_FILE
     if result.get("status") == DONE:
         status = DONE
@@ -83,7 +100,7 @@ def read_run(run_dir: Path) -> dict:
         status = result.get("status") or "incomplete"
     error = ""
     if status == FAILED:
-        lines = [ln for ln in error_path.read_text().splitlines() if ln.strip()]
+        lines = [ln for ln in error_path.read_text(errors="replace").splitlines() if ln.strip()]
         error = lines[-1] if lines else "see error.txt"
     packages = config.get("provenance", {}).get("packages", {})
     widths = result.get("widths") or config.get("widths")
@@ -104,6 +121,15 @@ def read_run(run_dir: Path) -> dict:
         "versions": ";".join(f"{k}={v}" for k, v in packages.items()) or None,
         "git_commit": config.get("provenance", {}).get("git_commit"), "run_dir": str(run_dir), "error": error,
     }
+
+
+def _object(doc: dict, key: str, run_dir: Path) -> dict:
+    """doc[key] as a dict ({} when absent); InputError naming the run's config.json when it is something else."""
+    value = doc.get(key) or {}
+    if not isinstance(value, dict):
+        raise InputError(f"{key!r} must be a JSON object, got {type(value).__name__}", path=run_dir / CONFIG_FILE,
+                         fix="delete the run directory to retrain it, or restore the file")
+    return value
 
 
 def collect(root: str | Path) -> pd.DataFrame:

@@ -66,6 +66,8 @@ class CausalSelfAttention(nn.Module):
     Subclasses change what happens to the per-head output through `gate_heads` only.
     """
 
+    options: type | None = None  # no settings: ModelConfig.mixer_options must be empty (registry contract)
+
     def __init__(self, cfg: ModelConfig, layer: int):
         super().__init__()
         self.n_heads, self.d_head = cfg.n_heads, cfg.d_head

@@ -19,7 +19,6 @@ All three are causal: a position's output never depends on later positions (test
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -30,7 +29,7 @@ from torch import Tensor, nn
 from transformer_lens.hook_points import HookPoint
 
 from interp.model.mixers.attention import CausalSelfAttention, _linear
-from interp.model.mixers.registry import MixerFlops, register_mixer
+from interp.model.mixers.registry import MixerFlops, parse_mixer_options, register_mixer
 
 if TYPE_CHECKING:
     from interp.model.config import ModelConfig
@@ -39,20 +38,10 @@ Options = TypeVar("Options")
 
 
 def mixer_options(cfg: ModelConfig, options_cls: type[Options]) -> Options:
-    """Read `cfg.mixer_options` (a dict, may be absent or empty) into the mixer's options dataclass.
-
-    Unknown keys are an error, not ignored: a typo would otherwise silently train the default memory.
-    """
-    raw = getattr(cfg, "mixer_options", None) or {}
-    if not isinstance(raw, dict):
-        raise ValueError(f"ModelConfig.mixer_options must be a dict, got {type(raw).__name__}")
-    known = {f.name for f in dataclasses.fields(options_cls)}
-    unknown = sorted(set(raw) - known)
-    if unknown:
-        raise ValueError(f"ModelConfig.mixer_options has unknown keys {unknown} for mixer {cfg.mixer!r}; "
-                         f"known keys are {sorted(known)}")
-    raw = {k: tuple(v) if isinstance(v, list) else v for k, v in raw.items()}  # JSON gives lists
-    return options_cls(**raw)
+    """Read `cfg.mixer_options` (a dict, may be absent or empty) into the mixer's options dataclass, checked
+    (interp.model.mixers.registry.parse_mixer_options): unknown keys and wrong types are errors, not ignored,
+    so a typo never silently trains the default memory."""
+    return parse_mixer_options(cfg, options_cls)
 
 
 def _positive_int(value: Any, field: str) -> int:
@@ -164,6 +153,8 @@ class TitansMAG(CausalSelfAttention):
     hook_gate (sigmoid gate [batch pos n_heads d_head]).
     """
 
+    options = TitansOptions
+
     def __init__(self, cfg: ModelConfig, layer: int):
         super().__init__(cfg, layer)
         opts = mixer_options(cfg, TitansOptions)
@@ -196,6 +187,8 @@ class TitansLMM(nn.Module):
     flagged residual_out. Hook: hook_mem (= the mixer output). Needs memory heads > 1 (else the
     memory has no output projection to scale at init).
     """
+
+    options = TitansOptions
 
     def __init__(self, cfg: ModelConfig, layer: int):
         super().__init__()
@@ -231,7 +224,7 @@ class HopeOptions:
     lr_max: float = 0.1            # inner learning rate eta_t = lr_max * sigmoid(w . k_t + b); 1.0 diverged
     lr_bias_init: float = -2.0     # b at init: eta ~ 0.12 * lr_max, small first updates
 
-    def validate(self) -> None:
+    def validate(self, cfg: ModelConfig | None = None) -> None:
         if not self.chunk_sizes:
             raise ValueError("ModelConfig.mixer_options['chunk_sizes'] must list at least one chunk size")
         for c in self.chunk_sizes:
@@ -326,7 +319,7 @@ class CMSLevel(nn.Module):
 
 def _cms_levels(cfg: ModelConfig, opts: HopeOptions) -> list[tuple[int, bool]]:
     """(chunk size, adaptive) per level: a level adapts in-context only if its chunk fits in n_ctx."""
-    opts.validate()
+    opts.validate(cfg)
     return [(c, c < cfg.n_ctx) for c in opts.chunk_sizes]
 
 
@@ -353,6 +346,8 @@ class HopeAttention(CausalSelfAttention):
     only tapered part). Hooks: the attention hooks, hook_attn_only (attention output entering the
     CMS [batch pos d_model]) and cms.levels.{i}.hook_out (each level's update).
     """
+
+    options = HopeOptions
 
     def __init__(self, cfg: ModelConfig, layer: int):
         super().__init__(cfg, layer)
