@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import ast
-
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
@@ -32,6 +30,7 @@ def plot_derived_taper(summary: pd.DataFrame, runs: pd.DataFrame | None, profile
         ax_prof.errorbar(depth, g["delta"], yerr=_error(g["delta"], g["delta_ci_low"], g["delta_ci_high"]),
                          fmt="o-", ms=4, capsize=3, color=color_for(name, i + 3), label=f"{name} ({len(g)} layers)")
     ax_prof.axhline(0, color="black", lw=0.8)
+    ax_prof.set_yscale("symlog", linthresh=0.1)  # SmolLM2's first MLP costs ~10 nats, the rest ~0.1
     ax_prof.set_xlabel("normalised depth")
     ax_prof.set_ylabel("loss increase when the MLP is skipped (nats)")
     ax_prof.set_title("measured importance")
@@ -40,7 +39,7 @@ def plot_derived_taper(summary: pd.DataFrame, runs: pd.DataFrame | None, profile
     x = np.arange(len(summary))
     colors = [color_for(v, i) for i, v in enumerate(summary["variant"])]
     for i, row in enumerate(summary.itertuples()):
-        widths = ast.literal_eval(row.widths) if isinstance(row.widths, str) else list(row.widths)
+        widths = [int(w) for w in str(row.widths).split("/")]  # summarize writes "1536/1440/..."
         ax_w.plot(range(len(widths)), widths, "o-", ms=4, color=colors[i], label=row.variant)
     ax_w.set_xlabel("layer")
     ax_w.set_ylabel("MLP width")
