@@ -86,7 +86,9 @@ def experiment(cfg: Config, variants: list | None = None):
                       seeds=list(range(cfg.seeds)), root=resolve_root(cfg.root), overrides=overrides)
 
 
-def compute(cfg: Config, figures_dir: Path, data=None) -> pd.DataFrame:
+def compute(cfg: Config, figures_dir: Path, data=None, train: bool = True) -> pd.DataFrame:
+    """Train what is missing (train=False: only tabulate the finished runs; the measured run must exist),
+    measure, derive, and write the three tables; returns the summary."""
     from interp.taper import WIDTHS_FORMAT
     from interp._util.io import write_json_atomic
     from interp.training.experiments import ExperimentFailed, Variant, run_experiment
@@ -96,8 +98,8 @@ def compute(cfg: Config, figures_dir: Path, data=None) -> pd.DataFrame:
     first = experiment(cfg)
     first.seeds = [0]
     first.variants = first.variants[:1]
-    report = run_experiment(first, data=data)  # uniform seed 0: the model that is measured
-    if report.failed:
+    report = run_experiment(first, data=data) if train else None  # uniform seed 0: the model that is measured
+    if report is not None and report.failed:
         raise ExperimentFailed(report)
     measured_dir = first.run_dir(first.variants[0], 0)
     work = Path(first.dir) / "widths"
@@ -114,7 +116,7 @@ def compute(cfg: Config, figures_dir: Path, data=None) -> pd.DataFrame:
     for name, spec in specs.items():
         write_json_atomic(work / f"{name}.json", {"format": WIDTHS_FORMAT, "width": spec.to_dict(), "label": spec.label})
     exp = experiment(cfg, variants)
-    report = run_experiment(exp, data=data)
+    report = run_experiment(exp, data=data) if train else None
     runs = experiment_runs(exp)
     order = [v.name for v in exp.variants]
     summary = summarize(runs, order=order)
@@ -131,7 +133,7 @@ def compute(cfg: Config, figures_dir: Path, data=None) -> pd.DataFrame:
                        "text_source", "text_sha256", "widths_for"]], figures_dir, PROFILE_TABLE, cfg, NAME)
     write_table(runs, figures_dir, RUNS_TABLE, cfg, NAME)
     write_table(summary, figures_dir, TABLE, cfg, NAME)
-    if report.failed:
+    if report is not None and report.failed:
         raise ExperimentFailed(report)
     return summary
 
