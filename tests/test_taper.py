@@ -138,3 +138,28 @@ def test_interp_train_width_file(tmp_path, capsys):
     assert main(["train", "--preset", "tiny", "--width-file", str(tmp_path / "w.json"), "--schedule", "cosine",
                  "--out", str(tmp_path / "r2")]) == 2
     assert "--width-file sets the widths" in capsys.readouterr().err and not (tmp_path / "r2").exists()
+
+
+def test_derived_taper_render_and_specs(tmp_path):
+    """The analysis's derivation and figure on synthetic tables (its training is the experiment runner's)."""
+    from analyses import derived_taper as dt
+    from analyses import write_table
+
+    cfg = dt.Config()
+    rows = pd.DataFrame({"layer": [2, 0, 1], "delta": [0.1, 0.9, 0.3]})
+    spec = dt._spec_from_rows(rows, cfg, "test profile")
+    assert spec.measure == (0.9, 0.3, 0.1) and spec.monotone and "test profile" in spec.label
+    widths = spec.widths(6, 1024)
+    summary = pd.DataFrame([{"variant": v, "label": v, "n_seeds": 2, "params": 10_000_000,
+                             "widths": "/".join(map(str, w)), "val_ppl_mean": p, "val_ppl_ci_low": p - 5,
+                             "val_ppl_ci_high": p + 5, "rel_val_ppl_pct_mean": r, "rel_val_ppl_pct_ci_low": r - 1,
+                             "rel_val_ppl_pct_ci_high": r + 1}
+                            for v, w, p, r in (("uniform", [1024] * 6, 400, 0), ("derived-tiny", widths, 390, -2.5))])
+    runs = pd.DataFrame([{"variant": v, "seed": s, "val_ppl": p + s, "status": "done"}
+                         for v, p in (("uniform", 400), ("derived-tiny", 390)) for s in (0, 1)])
+    profile = rows.assign(profile="tiny uniform seed0", model="m", delta_ci_low=rows["delta"] - 0.05,
+                          delta_ci_high=rows["delta"] + 0.05)
+    for df, name in ((summary, dt.TABLE), (runs, dt.RUNS_TABLE), (profile, dt.PROFILE_TABLE)):
+        write_table(df, tmp_path, name, cfg, dt.NAME)
+    (png,) = dt.render(tmp_path)
+    assert png.name == "derived_taper.png" and png.stat().st_size > 10_000
