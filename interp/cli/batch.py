@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from interp._util.config import add_arguments, given_options
-from interp.cli.probe import PROBE_GROUP
+from interp.cli.probe import PROBE_GROUP, add_loader_arguments
 
 if TYPE_CHECKING:
     from interp.probes.batch import BatchConfig
@@ -35,7 +35,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="merged table (parquet); parts go to OUT.parts/ (default results/batch.parquet)")
     # every option of `interp probe`, with the batch's own defaults (tokens 2048, seq_len 256)
     add_arguments(parser.add_argument_group(PROBE_GROUP), config.ProbeConfig, defaults=batch.PROBE_DEFAULTS)
-    parser.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (default: torch's)")
+    add_loader_arguments(parser)
+    parser.add_argument("--follow-symlinks", action="store_true",
+                        help="follow symlinks that lead out of a PATH's tree (each directory is visited once)")
     parser.add_argument("--csv", action="store_true", help="also write OUT as CSV beside the parquet file")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("--merge-only", action="store_true",
@@ -52,26 +54,23 @@ def config_from_args(args: argparse.Namespace) -> BatchConfig:
 
     probe = config.ProbeConfig.build(default_probe_config(), **given_options(config.ProbeConfig, args))
     return BatchConfig(paths=list(args.paths), out=str(args.out), probe=probe, csv=args.csv,
-                       progress=not args.no_progress, threads=args.threads)
+                       progress=not args.no_progress, threads=args.threads, follow_symlinks=args.follow_symlinks,
+                       trust_remote_code=args.trust_remote_code)
 
 
 def run(args: argparse.Namespace) -> int:
     from interp.probes import batch
 
-    try:
-        if args.merge_only:
-            df = batch.merge_parts(args.out, csv=args.csv)
-            print(f"[batch] merged {len(df)} rows from {batch.parts_dir(args.out)} into {args.out}")
-            return _report_failed_rows(df)
-        if args.dry_run:
-            for t in batch.expand_paths(args.paths):
-                step = "" if t.step != t.step else f" step={int(t.step)}"
-                print(f"{t.kind:<10} {t.path}{f' run={t.run}' if t.run else ''}{step}")
-            return 0
-        result = batch.run_batch(config_from_args(args))
-    except (ValueError, FileNotFoundError) as err:
-        print(f"interp batch: {err}", file=sys.stderr)
-        return 2
+    if args.merge_only:
+        df = batch.merge_only(args.out, csv=args.csv)
+        print(f"[batch] merged {len(df)} rows from {batch.parts_dir(args.out)} into {args.out}")
+        return _report_failed_rows(df)
+    if args.dry_run:
+        for t in batch.expand_paths(args.paths, follow_symlinks=args.follow_symlinks):
+            step = "" if t.step != t.step else f" step={int(t.step)}"
+            print(f"{t.kind:<10} {t.path}{f' run={t.run}' if t.run else ''}{step}")
+        return 0
+    result = batch.run_batch(config_from_args(args))
     print(f"[batch] rank {result.rank}/{result.world_size}: {len(result.analysed)} analysed, "
           f"{len(result.skipped)} skipped (already in the table), {len(result.failed)} failed"
           + (f"; {result.positions_per_s:,.0f} positions/s" if result.analysed else ""))

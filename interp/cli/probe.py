@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import re
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -18,6 +17,31 @@ if TYPE_CHECKING:
 
 SUMMARY_METRICS = ("rho_mlp", "rho_block")
 PROBE_GROUP = "probe options (interp.probes.ProbeConfig)"
+TRUST_REMOTE_CODE_HELP = ("let a Hugging Face directory whose config.json / tokenizer_config.json has an auto_map "
+                          "run its own Python files (refused otherwise; never asked)")
+
+
+def thread_count(text: str) -> int:
+    """--threads: an int >= 0 (0: torch's default), as an argparse usage error otherwise."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a number of threads >= 1, or 0 for torch's default")
+    return value
+
+
+def add_loader_arguments(parser: argparse.ArgumentParser, threads: bool = True) -> None:
+    """--threads (0: torch's default) and --trust-remote-code (args.trust_remote_code), shared by every
+    command that loads a model (probe, batch, models, and any other entry point: pass the flag on to
+    interp.hf.resolve_model / load_pretrained / probe as trust_remote_code=)."""
+    from interp.hf.resolve import TRUST_REMOTE_CODE_FLAG
+
+    if threads:
+        parser.add_argument("--threads", type=thread_count, default=0,
+                            help="torch.set_num_threads (default: torch's)")
+    parser.add_argument(TRUST_REMOTE_CODE_FLAG, action="store_true", help=TRUST_REMOTE_CODE_HELP)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -28,7 +52,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--model", default="smollm2-135m",
                         help="registry name, HF dir, .gguf file, hub id, or a checkpoint dir (runs/NAME)")
     add_arguments(parser.add_argument_group(PROBE_GROUP), config.ProbeConfig)
-    parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's)")
+    add_loader_arguments(parser)
     parser.add_argument("--out", type=Path, default=None,
                         help="output table (.parquet, or .csv); default results/probe-<model>.parquet")
     parser.add_argument("--csv", action="store_true", help="also write a CSV beside the parquet file")
@@ -66,24 +90,25 @@ def format_summary(df: pd.DataFrame, metrics: tuple[str, ...] = SUMMARY_METRICS)
 
 
 def run(args: argparse.Namespace) -> int:
+    from interp.probes.outputs import check_output
+
+    out = check_output(args.out if args.out is not None else default_out(args.model))  # before any work
+    if args.csv and out.suffix != ".csv":
+        check_output(out.with_suffix(".csv"), (".csv",), flag="--csv")
+    cfg = probe_config(args).validate()
     from interp.probes import probe, save_table
 
     if args.threads:
         import torch
 
         torch.set_num_threads(args.threads)
-    try:
-        df = probe(args.model, config=probe_config(args))
-    except (ValueError, OSError, ModuleNotFoundError) as err:  # OSError: files, and hub ids offline
-        print(f"interp probe: {err}", file=sys.stderr)
-        return 2
+    df = probe(args.model, config=cfg, trust_remote_code=args.trust_remote_code)
     timing = df.attrs.get("timing", {})
     first = df.iloc[0]
     print(f"[probe] {first['model']} backend={first['backend']} positions={first['positions']} "
           f"seq_len={first['seq_len']} text={first['text_source']} "
           f"({timing.get('positions', '?')} positions, {timing.get('probe_s', float('nan')):.1f} s)")
     print(format_summary(df))
-    out = args.out if args.out is not None else default_out(args.model)
     for path in save_table(df, out, csv=args.csv):
         print(f"[probe] wrote {path}")
     return 0

@@ -6,6 +6,7 @@ the per-architecture adapter table, TL/nnsight wrappers.
     registry.py   offline models shipped in pip packages (REGISTRY, available_models)
     cache.py      the dequantized fp32 cache of GGUF models
     load.py       LoadedModel, load_pretrained, load_tokenizer
+    gguf_file.py  check_gguf: a truncated or corrupt .gguf named before transformers parses it
     wrappers.py   to_transformer_bridge, to_nnsight
 
 Names are exported lazily (interp._util.lazy): importing the package imports no submodule."""
@@ -20,6 +21,10 @@ _EXPORTS = {
     'resolve_model': 'resolve',
     'classify_dir': 'resolve',
     'checkpoint_tokenizer': 'resolve',
+    'TRUST_REMOTE_CODE_FLAG': 'resolve',
+    'remote_code': 'resolve',
+    'refuse_remote_code': 'resolve',
+    'check_gguf': 'gguf_file',
     'SiteMap': 'adapters',
     'SITE_MAPS': 'adapters',
     'register_site_map': 'adapters',

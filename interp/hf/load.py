@@ -4,6 +4,9 @@ What a spec names is decided by interp.hf.resolve (the only resolver); this modu
   registry / gguf   dequantize the GGUF to fp32 once, then read the cache (interp.hf.cache);
   hf_dir / hub      AutoModelForCausalLM.from_pretrained (a hub id fails fast offline, with the fix);
   checkpoint        refused: ours are TaperedLMs, loaded by interp.training.checkpoints (or ModelRef.load()).
+Every from_pretrained call gets trust_remote_code explicitly (the ModelRef's, False unless the caller passed
+trust_remote_code=True / --trust-remote-code), so transformers never prompts and never runs a directory's
+Python files unasked; a GGUF file is checked for truncation before transformers parses it (gguf_file).
 """
 
 from __future__ import annotations
@@ -18,9 +21,12 @@ from typing import Any
 import torch
 from torch import nn
 
+from interp._util.errors import InputError, one_line
 from interp._util.io import file_fingerprint
+from interp._util.paths import CONFIG_FILE
 from interp.hf.adapters import SiteMap, layer_modules, site_map_for
 from interp.hf.cache import _cache_path, _drop_quantization_state, _save_cache, _valid_cache
+from interp.hf.gguf_file import check_gguf
 from interp.hf.registry import DEFAULT_MODEL, REGISTRY
 from interp.hf.resolve import GGUF_SUFFIX, ModelRef, ModelResolutionError, resolve_model
 
@@ -73,6 +79,13 @@ def _gguf(ref: ModelRef) -> _Gguf:
     return _Gguf(path.stem, lambda: path, lambda: file_fingerprint(path))
 
 
+def _checked_gguf(gguf: _Gguf) -> Path:
+    """The GGUF file, checked complete (a cache miss is about to parse it; InputError names a damaged one)."""
+    file = gguf.locate()
+    check_gguf(file)
+    return file
+
+
 def _pretrained_only(ref: ModelRef) -> None:
     if ref.kind == "checkpoint":
         raise ModelResolutionError(
@@ -81,19 +94,54 @@ def _pretrained_only(ref: ModelRef) -> None:
             f".load_tokenizer() (the probes and ablations accept both)")
 
 
+def _check_config(where: str, trust_remote_code: bool) -> None:
+    """Parse a local HF directory's config.json the way transformers will, so a field of the wrong type is
+    one error naming the file (transformers raises huggingface_hub's StrictDataclassError, not a ValueError)."""
+    from huggingface_hub.errors import StrictDataclassError
+    from transformers import AutoConfig
+
+    try:
+        AutoConfig.from_pretrained(where, trust_remote_code=trust_remote_code)
+    except (StrictDataclassError, TypeError, KeyError) as err:
+        raise InputError(f"not a valid model config ({one_line(err)}); fix the field or re-save the model",
+                         path=Path(where) / CONFIG_FILE) from err
+
+
 def _from_pretrained(where: str, gguf_file: str | None, dtype: torch.dtype, attn_implementation: str,
-                     timings: dict[str, float]):
+                     timings: dict[str, float], trust_remote_code: bool = False):
     """Tokenizer and model from a directory / hub id (with gguf_file: dequantize that GGUF to fp32)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     start = time.perf_counter()
-    tokenizer = AutoTokenizer.from_pretrained(where, gguf_file=gguf_file)
+    tokenizer = AutoTokenizer.from_pretrained(where, gguf_file=gguf_file, trust_remote_code=trust_remote_code)
     timings["tokenizer_s"] = time.perf_counter() - start
     start = time.perf_counter()
-    model = AutoModelForCausalLM.from_pretrained(where, gguf_file=gguf_file, dtype=dtype,
-                                                 attn_implementation=attn_implementation)
+    options = dict(dtype=dtype, attn_implementation=attn_implementation, trust_remote_code=trust_remote_code)
+    if gguf_file is None:
+        # a directory: weights that are missing or do not fit config.json would be initialised at random
+        # (silently, or after a traceback); ask for the report and refuse them with the first one named
+        model, info = AutoModelForCausalLM.from_pretrained(where, output_loading_info=True,
+                                                           ignore_mismatched_sizes=True, **options)
+        _check_loading(where, info)
+    else:
+        model = AutoModelForCausalLM.from_pretrained(where, gguf_file=gguf_file, **options)
     timings["model_s"] = time.perf_counter() - start
     return model, tokenizer
+
+
+def _check_loading(where: str, info: dict[str, Any]) -> None:
+    """InputError naming the directory when from_pretrained left weights at their random initialisation."""
+    mismatched = sorted(info.get("mismatched_keys") or (), key=lambda item: item[0])
+    if mismatched:
+        key, saved, expected = mismatched[0]
+        raise InputError(f"{len(mismatched)} weight(s) do not fit {CONFIG_FILE}: {key} has shape {tuple(saved)} in "
+                         f"the weight files but {tuple(expected)} in the model {CONFIG_FILE} describes; fix the "
+                         "config or re-save the model", path=where)
+    missing = sorted(info.get("missing_keys") or ())
+    if missing:
+        raise InputError(f"{len(missing)} weight(s) missing from the weight files ({', '.join(missing[:3])}"
+                         f"{', ...' if len(missing) > 3 else ''}); they would be initialised at random: re-save "
+                         "the model", path=where)
 
 
 def _hub_error(hub_id: str, err: Exception) -> OSError:
@@ -119,11 +167,13 @@ def tokenizer_of(ref: ModelRef) -> Any:
         gguf = _gguf(ref)
         path = gguf.cache_path()
         if _valid_cache(path):
-            return AutoTokenizer.from_pretrained(path)
-        file = gguf.locate()
-        return AutoTokenizer.from_pretrained(file.parent, gguf_file=file.name)
+            return AutoTokenizer.from_pretrained(path, trust_remote_code=False)
+        file = _checked_gguf(gguf)
+        return AutoTokenizer.from_pretrained(file.parent, gguf_file=file.name, trust_remote_code=False)
     try:
-        return AutoTokenizer.from_pretrained(_hf_source(ref))
+        if ref.kind == "hf_dir":
+            _check_config(_hf_source(ref), ref.trust_remote_code)
+        return AutoTokenizer.from_pretrained(_hf_source(ref), trust_remote_code=ref.trust_remote_code)
     except (OSError, ValueError) as err:
         if ref.kind == "hub":
             raise _hub_error(ref.spec, err) from err
@@ -145,7 +195,7 @@ def load_model(ref: ModelRef, dtype: torch.dtype = torch.float32, use_cache: boo
             model, tokenizer = _from_pretrained(source, None, dtype, attn_implementation, timings)
             from_cache = True
         else:
-            file = gguf.locate()
+            file = _checked_gguf(gguf)
             # GGUF dequantizes to fp32; cache that, then cast, so one cache serves every dtype.
             model, tokenizer = _from_pretrained(str(file.parent), file.name, torch.float32,
                                                 attn_implementation, timings)
@@ -157,7 +207,10 @@ def load_model(ref: ModelRef, dtype: torch.dtype = torch.float32, use_cache: boo
     else:  # local HF directory or hub id
         source = _hf_source(ref)
         try:
-            model, tokenizer = _from_pretrained(source, None, dtype, attn_implementation, timings)
+            if ref.kind == "hf_dir":
+                _check_config(source, ref.trust_remote_code)
+            model, tokenizer = _from_pretrained(source, None, dtype, attn_implementation, timings,
+                                                ref.trust_remote_code)
         except (OSError, ValueError) as err:
             if ref.kind == "hub":
                 raise _hub_error(source, err) from err
@@ -171,14 +224,15 @@ def load_model(ref: ModelRef, dtype: torch.dtype = torch.float32, use_cache: boo
                        from_cache=from_cache, timings=timings)
 
 
-def load_tokenizer(name_or_path: str = DEFAULT_MODEL) -> Any:
+def load_tokenizer(name_or_path: str = DEFAULT_MODEL, trust_remote_code: bool = False) -> Any:
     """The tokenizer `load_pretrained(name_or_path)` would return, without loading the weights (so callers
     can check a text is long enough before paying for the model). Reads the cache when it is valid."""
-    return tokenizer_of(resolve_model(name_or_path))
+    return tokenizer_of(resolve_model(name_or_path, trust_remote_code=trust_remote_code))
 
 
 def load_pretrained(name_or_path: str = DEFAULT_MODEL, dtype: torch.dtype = torch.float32,
-                    use_cache: bool = True, attn_implementation: str = "eager") -> LoadedModel:
+                    use_cache: bool = True, attn_implementation: str = "eager",
+                    trust_remote_code: bool = False) -> LoadedModel:
     """Load a pretrained causal LM offline, in eval mode: a registry name, a .gguf file (or a folder with
     one), a Hugging Face directory or a hub id (interp.hf.resolve_model decides which).
 
@@ -188,7 +242,9 @@ def load_pretrained(name_or_path: str = DEFAULT_MODEL, dtype: torch.dtype = torc
     attn_implementation: "eager" by default so plain torch hooks, TransformerBridge (which forces eager)
         and nnsight see bit-identical activations; pass "sdpa" for speed when only one backend is used.
     Thread count is the caller's business (torch.set_num_threads); nothing here changes it.
+    trust_remote_code: allow a Hugging Face directory whose config names its own Python code (auto_map) to
+        run it; refused by default, with the reason (interp.hf.resolve.refuse_remote_code).
     Our own checkpoints are refused with the fix (resolve_model(path).load() loads every kind).
     """
-    return load_model(resolve_model(name_or_path), dtype=dtype, use_cache=use_cache,
+    return load_model(resolve_model(name_or_path, trust_remote_code=trust_remote_code), dtype=dtype, use_cache=use_cache,
                       attn_implementation=attn_implementation)

@@ -13,10 +13,17 @@ Kinds, decided in this order:
   hub         "org/name": from_pretrained, which fails fast offline with a clear message
 A directory is never classified by its file names alone: a save_pretrained directory has config.json and
 model.safetensors too.
+
+Remote code: a Hugging Face directory whose config.json or tokenizer_config.json has an `auto_map` names
+Python files of its own that transformers would import (and run). resolve_model refuses such a directory
+unless trust_remote_code=True (`--trust-remote-code`), and the loaders pass trust_remote_code explicitly on
+every from_pretrained call, so transformers never asks on the terminal (batch runs are unattended).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +35,8 @@ from interp.hf.registry import REGISTRY
 
 KINDS = ("registry", "gguf", "checkpoint", "hf_dir", "hub")
 GGUF_SUFFIX = ".gguf"
+REMOTE_CODE_FILES = (CONFIG_FILE, "tokenizer_config.json")  # where transformers reads auto_map
+TRUST_REMOTE_CODE_FLAG = "--trust-remote-code"
 _HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
@@ -42,6 +51,7 @@ class ModelRef:
     spec: str             # as given
     kind: str             # one of KINDS
     path: Path | None     # the file or directory (None for registry names and hub ids)
+    trust_remote_code: bool = False   # passed to every from_pretrained call (never None: no prompt)
 
     @property
     def label(self) -> str:
@@ -78,12 +88,23 @@ class ModelRef:
         return load_model(self, **kwargs)
 
 
-def resolve_model(spec: str | Path) -> ModelRef:
+def resolve_model(spec: str | Path, trust_remote_code: bool = False) -> ModelRef:
     """The ModelRef for a registry name, .gguf file, checkpoint or HF directory, or hub id.
 
     Raises FileNotFoundError for a path that does not exist, ModelResolutionError (a ValueError) for one
-    that holds nothing loadable, ModuleNotFoundError for a registry model whose package is missing."""
+    that holds nothing loadable or (without trust_remote_code) a Hugging Face directory with custom code,
+    ModuleNotFoundError for a registry model whose package is missing."""
+    ref = _resolve(spec)
+    if ref.kind == "hf_dir" and not trust_remote_code:
+        refuse_remote_code(ref.path)
+    return dataclasses.replace(ref, trust_remote_code=trust_remote_code)
+
+
+def _resolve(spec: str | Path) -> ModelRef:
     text = str(spec)
+    if not text.strip():
+        raise ModelResolutionError("empty model spec: give a registry name (`interp models` lists them), a path "
+                                   f"(checkpoint or Hugging Face directory, {GGUF_SUFFIX} file) or a hub id")
     if text in REGISTRY:
         entry = REGISTRY[text]
         if not entry.installed():
@@ -119,7 +140,7 @@ def classify_dir(path: Path) -> str:
         except ValueError as err:
             if is_checkpoint_dir(path):
                 return "checkpoint"  # ours with a corrupt config.json: loading reports it with the fix
-            raise ModelResolutionError(f"{config_path}: {err}") from err
+            raise ModelResolutionError(str(err)) from err  # read_json's message names the file
         if is_interp_config(config):
             return "checkpoint"
         if isinstance(config, dict) and ("model_type" in config or "architectures" in config):
@@ -135,6 +156,41 @@ def classify_dir(path: Path) -> str:
     raise ModelResolutionError(f"{path}: expected one of our checkpoint directories or a Hugging Face directory "
                                f"(both hold {CONFIG_FILE}), or a folder with exactly one {GGUF_SUFFIX} file; "
                                f"found {len(ggufs)} {GGUF_SUFFIX} files and no {CONFIG_FILE}")
+
+
+def remote_code(path: Path) -> tuple[Path, dict] | None:
+    """(file, auto_map) of the first of REMOTE_CODE_FILES in the directory `path` that has an auto_map."""
+    for name in REMOTE_CODE_FILES:
+        try:
+            config = read_json(path / name, missing_ok=True)
+        except ValueError:
+            continue  # unparsable: transformers cannot read it either; loading reports the file
+        if isinstance(config, dict) and config.get("auto_map"):
+            return path / name, config["auto_map"]
+    return None
+
+
+def _code_files(auto_map: Any) -> list[str]:
+    """The Python files an auto_map names: "modeling_x.XForCausalLM" -> modeling_x.py ("repo--" prefix dropped)."""
+    names = set()
+    for ref in auto_map.values() if isinstance(auto_map, dict) else [auto_map]:
+        for item in ref if isinstance(ref, list | tuple) else [ref]:
+            if isinstance(item, str) and "." in item:
+                names.add(item.split("--")[-1].rsplit(".", 1)[0] + ".py")
+    return sorted(names)
+
+
+def refuse_remote_code(path: Path) -> None:
+    """ModelResolutionError (one line naming the auto_map and the flag) when `path` asks to run its own code."""
+    found = remote_code(path)
+    if found is None:
+        return
+    file, auto_map = found
+    modules = _code_files(auto_map)
+    raise ModelResolutionError(
+        f"{file}: auto_map {json.dumps(auto_map)} asks to run Python code shipped with the model "
+        f"({', '.join(modules) or 'custom code'}); interp runs such code only when asked: pass "
+        f"{TRUST_REMOTE_CODE_FLAG} (trust_remote_code=True) if you trust it")
 
 
 def checkpoint_tokenizer(config: dict, where: str) -> Any:

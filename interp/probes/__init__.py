@@ -11,6 +11,8 @@ One module per job:
   massive      the massive-activation scan (residual_abs_mean, massive_dims)
   run          accumulate, probe_model, probe
   table        the tidy table (TABLE_COLUMNS, to_frame, save_table)
+  outputs      output paths checked before any work (check_output); torch-free
+  expand       `interp batch` PATHs -> models (Target, expand_paths) and their content hashes
   batch        many checkpoints -> one resumable table
 
 Names are exported lazily (interp._util.lazy): importing the package imports no submodule."""
@@ -69,26 +71,33 @@ _EXPORTS = {
     'to_frame': 'table',
     'save_table': 'table',
     # batch
-    'KINDS': 'batch',
-    'GGUF_SUFFIX': 'batch',
-    'PARTS_SUFFIX': 'batch',
+    'KINDS': 'expand',
+    'GGUF_SUFFIX': 'expand',
+    'PARTS_SUFFIX': 'expand',
     'FAILED_PREFIX': 'batch',
-    'STEP_DIR': 'batch',
-    'HF_WEIGHT_PATTERNS': 'batch',
+    'STEP_DIR': 'expand',
+    'HF_WEIGHT_PATTERNS': 'expand',
     'BATCH_COLUMNS': 'batch',
     'SORT_COLUMNS': 'batch',
     'BatchConfig': 'batch',
     'settings_hash': 'batch',
-    'Target': 'batch',
-    'expand_paths': 'batch',
-    'file_sha256': 'batch',
-    'weights_sha256': 'batch',
+    'Target': 'expand',
+    'expand_paths': 'expand',
+    'file_sha256': 'expand',
+    'weights_sha256': 'expand',
+    'definition_sha256': 'expand',
     'parts_dir': 'batch',
     'merge_parts': 'batch',
     'shard': 'batch',
     'BatchResult': 'batch',
     'BatchRunner': 'batch',
     'run_batch': 'batch',
+    'check_outputs': 'batch',
+    'merge_only': 'batch',
+    'part_key': 'batch',
+    'rank_lock': 'batch',
+    'TABLE_SUFFIXES': 'outputs',
+    'check_output': 'outputs',
 }
 
 __getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)

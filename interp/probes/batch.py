@@ -5,29 +5,20 @@ Why a separate module: interp.probes analyses ONE model; studying how novelty de
 (or across a zoo of models) needs bookkeeping that has nothing to do with the metrics: which paths to
 visit, what is already done, what failed, and how shards combine.
 
-PATH expansion (expand_paths), applied to each PATH in order:
-  * a registry name (smollm2-135m, ...)    -> its .gguf file (label = the name)
-  * a `.gguf` file                         -> itself
-  * an HF model directory                  -> itself (config.json with `model_type` or `architectures`,
-                                              as interp.hf.resolve.classify_dir decides; save_pretrained)
-  * a run directory (has checkpoints/step_*/) -> its step checkpoints sorted by step number, then the
-                                              final model (runs/NAME/model.safetensors) unless it is
-                                              byte-identical to the last step checkpoint (a finished run
-                                              writes both at its last step; the step one keeps its step)
-  * one of our checkpoint directories      -> itself (model.safetensors + a config.json that says it is
-                                              ours: interp.training.checkpoints.is_checkpoint_dir; a step
-                                              checkpoint given directly keeps its run name and step)
-  * any other folder                       -> every run / checkpoint / HF dir / .gguf below it, in sorted
-                                              path order; a match is not searched further, hidden folders
-                                              and `*.parts` folders are skipped
-  A path reached twice is analysed once. A PATH that does not exist, or holds nothing to analyse, is an
-  error before anything runs.
+PATH expansion (expand_paths, interp.probes.expand): checkpoint dirs, run dirs (their step checkpoints,
+then the final model), HF model dirs, .gguf files, registry names, and folders searched for all of those;
+symlinks are visited once and not followed out of the PATH given unless follow_symlinks=True.
 
 Resuming: every checkpoint's rows are written atomically to OUT.parts/<key>.parquet (OUT =
-results/batch.parquet -> results/batch.parts/), where key = <sha256 of the weights>-<settings hash>.
-A key whose part exists is skipped, so a killed batch resumes where it stopped, and identical weights
-at two paths (a copied checkpoint) are analysed once: the table keeps the first path. Weight hashes
-are streamed and cached by (path, size, mtime) under cache_dir("hashes"). The settings hash covers
+results/batch.parquet -> results/batch.parts/), where key = <sha256 of the weights>-<settings hash>-<sha256
+of the other files that define the model> (expand.definition_sha256: a checkpoint's config.json and
+tokenizer, an HF directory's config, tokenizer and code files; a GGUF file has none, so its key has two
+parts). A key whose part exists is skipped, so a killed batch resumes where it stopped, and identical models
+at two paths (a copied checkpoint) are analysed once: the table keeps the first path; a checkpoint whose
+config.json differs from an analysed one with the same weights is another model, analysed (or reported
+failed) on its own. Parts written before the key covered the definition (<weights>-<settings> for a
+checkpoint or HF dir) are recomputed once and the old part of the same path is removed (superseded).
+Hashes are streamed and cached by (path, size, mtime) under cache_dir("hashes"). The settings hash covers
 everything that changes the numbers: every ProbeConfig field (the text by its content), not package
 versions (those are a column).
 The table OUT is always rebuilt from the parts (merge_parts), so a batch adds to it and never loses rows.
@@ -36,6 +27,11 @@ Failures: a checkpoint that cannot be hashed, loaded or probed (missing/truncate
 config, wrong tokenizer, too little text) gives one row with status="failed" and the error, written to
 OUT.parts/failed-<path hash>.parquet and printed on stderr; the batch goes on and BatchResult.failed
 lists it (the CLI exits 1). A later success of the same path removes its failure row.
+
+Ownership: each rank holds an exclusive lock on OUT.parts/.rank<r>.lock while it runs (and --merge-only on
+rank 0's), so a second batch on the same OUT fails at once naming the holder's pid instead of
+interleaving with the first; the ranks of one torchrun job hold different locks. OUT, its parts folder and
+OUT.csv are checked writable before anything is computed.
 
 Sharding: with RANK / WORLD_SIZE set (torchrun, or by hand), rank r takes checkpoints r, r + W, ... and
 writes its own parts. With a torch.distributed process group (torchrun sets MASTER_ADDR; we join one),
@@ -48,7 +44,6 @@ import dataclasses
 import hashlib
 import math
 import os
-import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,11 +51,22 @@ from typing import TYPE_CHECKING, Any
 
 from interp._util.config import reject_unknown_keys
 from interp._util.dist import Distributed, env_rank, env_world_size, shard  # noqa: F401 (shard re-exported)
-from interp._util.io import atomic_write, json_sha256, read_json, text_sha256, write_json_atomic
-from interp._util.paths import CONFIG_FILE, WEIGHTS_FILE, cache_dir
-from interp.hf.registry import REGISTRY
-from interp.hf.resolve import resolve_model
+from interp._util.errors import InputError, one_line
+from interp._util.io import atomic_write, exclusive_lock, json_sha256, text_sha256
 from interp.probes.config import ProbeConfig
+from interp.probes.expand import (  # noqa: F401 (re-exported: the batch's public names)
+    GGUF_SUFFIX,
+    HF_WEIGHT_PATTERNS,
+    KINDS,
+    PARTS_SUFFIX,
+    STEP_DIR,
+    Target,
+    definition_sha256,
+    expand_paths,
+    file_sha256,
+    weights_sha256,
+)
+from interp.probes.outputs import check_output
 
 # Importing this module imports no torch (the CLI builds `interp batch --help` from BatchConfig's
 # defaults); the probe itself and the model resolver are imported where they run.
@@ -69,14 +75,9 @@ if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = ["BatchConfig", "Target", "BatchResult", "BatchRunner", "run_batch", "expand_paths", "file_sha256",
-           "weights_sha256", "parts_dir", "merge_parts", "shard", "BATCH_COLUMNS", "KINDS"]
+           "weights_sha256", "definition_sha256", "parts_dir", "merge_parts", "shard", "BATCH_COLUMNS", "KINDS"]
 
-KINDS = ("checkpoint", "hf_dir", "gguf")
-GGUF_SUFFIX = ".gguf"
-PARTS_SUFFIX = ".parts"
 FAILED_PREFIX = "failed-"
-STEP_DIR = re.compile(r"step_(\d+)")
-HF_WEIGHT_PATTERNS = ("*.safetensors", "*.bin")
 # Columns the batch puts in front of the probe table's own (interp.probes.TABLE_COLUMNS).
 BATCH_COLUMNS = ("path", "kind", "run", "label", "step", "status", "error", "key", "weights_sha256",
                  "settings_hash")
@@ -112,6 +113,8 @@ class BatchConfig:
     threads: int = 0                      # torch.set_num_threads; 0 leaves torch's default
     rank: int | None = None               # default: $RANK (0)
     world_size: int | None = None         # default: $WORLD_SIZE (1)
+    follow_symlinks: bool = False         # follow symlinks out of a PATH's tree (each directory once anyway)
+    trust_remote_code: bool = False       # let HF dirs with an auto_map run their own code (a loader option)
 
     def __post_init__(self) -> None:
         self.paths = [str(p) for p in self.paths]
@@ -138,7 +141,8 @@ class BatchConfig:
         return cls(**d)
 
     def validate(self) -> None:
-        """Cheap argument checks, before any file is read (ValueError naming the field)."""
+        """Cheap checks before anything is computed (ValueError naming the field): the options, and that OUT,
+        its parts folder and OUT.csv can be written (check_outputs)."""
         try:
             self.probe.validate()
         except ValueError as err:
@@ -146,16 +150,23 @@ class BatchConfig:
         if not str(self.out).endswith(".parquet"):
             raise ValueError(f"BatchConfig.out={self.out!r}: the merged table is parquet; use a path ending "
                              "in .parquet (csv=True adds a CSV beside it)")
+        if isinstance(self.threads, bool) or not isinstance(self.threads, int) or self.threads < 0:
+            raise ValueError(f"BatchConfig.threads={self.threads!r}: give a number of threads >= 1, or 0 for "
+                             "torch's default")
+        check_outputs(self.out, self.csv)
 
-    def settings(self, text_sha256: str) -> dict[str, Any]:
+    def settings(self, text_sha256: str, tokenizer_sha256: str = "") -> dict[str, Any]:
         """Everything that changes the numbers of one checkpoint's rows (the skip key hashes this): every
         ProbeConfig field, the text by content, not by name (the same text at another path is the same
-        setting); LATER_SETTINGS only when they differ from their defaults."""
+        setting); LATER_SETTINGS only when they differ from their defaults; a --tokenizer given as a file or
+        folder also by its content (tokenizer_sha256, only then)."""
         settings = {"text_sha256": text_sha256, **self.probe.to_dict()}
         del settings["text"]
         for name, default in LATER_SETTINGS.items():
             if settings[name] == default:
                 del settings[name]
+        if tokenizer_sha256:
+            settings["tokenizer_sha256"] = tokenizer_sha256
         return settings
 
 
@@ -163,176 +174,19 @@ def settings_hash(settings: dict[str, Any]) -> str:
     return json_sha256(settings)[:16]
 
 
-# --------------------------------------------------------------------------------------------------
-# PATH expansion
-# --------------------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Target:
-    """One model to analyse: where it is, what kind, and the run/step it belongs to."""
-
-    path: Path
-    kind: str            # one of KINDS
-    run: str = ""        # run directory name (ours), "" for pretrained models
-    step: float = math.nan   # config.json `step` of a step checkpoint, NaN otherwise
-    label: str = ""      # config.json `label` of our checkpoints ("uniform", "cosine 1.5->0.5")
-
-    def weights_files(self) -> list[Path]:
-        if self.kind == "gguf":
-            return [self.path]
-        if self.kind == "checkpoint":
-            return [self.path / WEIGHTS_FILE]
-        files = sorted({f for pattern in HF_WEIGHT_PATTERNS for f in self.path.glob(pattern)})
-        if not files:
-            raise FileNotFoundError(f"{self.path}: no weight files ({', '.join(HF_WEIGHT_PATTERNS)}) in this "
-                                    "HF model directory")
-        return files
+def _tokenizer_sha256(name: str | None) -> str:
+    """Content hash of a --tokenizer that is a file or folder ("" for a name such as bpe, or None)."""
+    path = Path(name).expanduser() if name else None
+    if path is None or not path.exists():
+        return ""
+    files = [path] if path.is_file() else sorted(f for f in path.iterdir() if f.is_file())
+    return json_sha256([[f.name, file_sha256(f)] for f in files])
 
 
-def _read_json(path: Path) -> Any:
-    """The JSON at `path`, or None when it is missing or unreadable (reported later, when it is loaded)."""
-    try:
-        return read_json(path, missing_ok=True, torn_ok=True)
-    except (OSError, ValueError):  # a directory, no permission, bytes that are not UTF-8
-        return None
-
-
-def _step_dirs(run_dir: Path) -> list[Path]:
-    folder = run_dir / "checkpoints"
-    if not folder.is_dir():
-        return []
-    found = [p for p in folder.iterdir() if p.is_dir() and STEP_DIR.fullmatch(p.name)]
-    return sorted(found, key=lambda p: int(STEP_DIR.fullmatch(p.name).group(1)))
-
-
-def _classify(path: Path) -> str | None:
-    """'run', 'checkpoint', 'hf_dir', 'gguf', or None (a plain folder or an unrelated file).
-
-    What a directory holds is decided by the one model resolver (interp.hf.resolve: by what config.json
-    says, never by file names alone), except that a folder without config.json is searched, not taken
-    for a model: a .gguf inside it is found as a file."""
-    from interp.hf.resolve import ModelResolutionError, classify_dir
-    from interp.training.checkpoints import is_checkpoint_dir
-
-    if path.is_file():
-        return "gguf" if path.suffix == GGUF_SUFFIX else None
-    if not path.is_dir():
-        return None
-    if _step_dirs(path):
-        return "run"
-    if is_checkpoint_dir(path):
-        return "checkpoint"  # ours, or ours with a corrupt config.json (reported as failed later)
-    if not (path / CONFIG_FILE).is_file():
-        return None
-    try:
-        return "hf_dir" if classify_dir(path) == "hf_dir" else None
-    except ModelResolutionError:
-        return None  # a config.json that is neither ours nor Hugging Face's: not a model
-
-
-def _checkpoint_target(path: Path, run: str | None = None, step: float | None = None) -> Target:
-    """Run name, step and label of one of our checkpoint dirs (a corrupt config.json is reported later)."""
-    config = _read_json(path / CONFIG_FILE)
-    config = config if isinstance(config, dict) else {}
-    match = STEP_DIR.fullmatch(path.name)
-    is_step = match is not None and path.parent.name == "checkpoints"
-    if run is None:
-        run = path.parent.parent.name if is_step else path.name
-    if step is None:
-        value = config.get("step")
-        step = float(value) if isinstance(value, int | float) else (float(match.group(1)) if is_step else math.nan)
-    label = config.get("label") if isinstance(config.get("label"), str) else ""
-    return Target(path, "checkpoint", run, step, label)
-
-
-def _run_targets(run_dir: Path) -> list[Target]:
-    """Step checkpoints by step, then the final model unless it equals the last step checkpoint."""
-    steps = [_checkpoint_target(p, run=run_dir.name) for p in _step_dirs(run_dir)]
-    if (run_dir / WEIGHTS_FILE).is_file():
-        final = _checkpoint_target(run_dir, run=run_dir.name, step=math.nan)
-        try:
-            same = file_sha256(run_dir / WEIGHTS_FILE) == file_sha256(steps[-1].path / WEIGHTS_FILE)
-        except OSError:
-            same = False  # the last step checkpoint is broken: keep both, it is reported when probed
-        if not same:
-            steps.append(final)
-    return steps
-
-
-def _targets_at(path: Path) -> list[Target]:
-    kind = _classify(path)
-    if kind == "run":
-        return _run_targets(path)
-    if kind == "checkpoint":
-        return [_checkpoint_target(path)]
-    if kind in ("hf_dir", "gguf"):
-        return [Target(path, kind, label=path.stem if kind == "gguf" else path.name)]
-    if not path.is_dir():
-        return []
-    found = []
-    for child in sorted(path.iterdir()):
-        if child.name.startswith(".") or child.name.endswith(PARTS_SUFFIX):
-            continue
-        found.extend(_targets_at(child))
-    return found
-
-
-def expand_paths(paths: list[str | Path]) -> list[Target]:
-    """The models that PATHs stand for (rules in the module docstring), each once, in order."""
-    if not paths:
-        raise ValueError("no PATH given: pass checkpoint dirs, run dirs, HF model dirs, .gguf files or folders")
-    targets: list[Target] = []
-    seen: set[Path] = set()
-    for raw in paths:
-        path = Path(raw).expanduser()
-        if not path.exists() and str(raw) in REGISTRY:  # a registry name: its GGUF file (same numbers; tested)
-            resolve_model(raw)  # ModuleNotFoundError with the pip command when its package is missing
-            path = REGISTRY[str(raw)].locate()
-            found = [Target(path, "gguf", label=str(raw))]
-        elif not path.exists():
-            raise FileNotFoundError(f"{raw}: no such file or directory (nor a registry model: {', '.join(REGISTRY)})")
-        else:
-            found = _targets_at(path)
-        if not found:
-            raise ValueError(f"{raw}: found no checkpoint dir (model.safetensors + config.json), run dir "
-                             f"(checkpoints/step_*), HF model dir or {GGUF_SUFFIX} file there")
-        for target in found:
-            resolved = target.path.resolve()
-            if resolved not in seen:
-                seen.add(resolved)
-                targets.append(target)
-    return targets
-
-
-# --------------------------------------------------------------------------------------------------
-# Content hashes, cached by (path, size, mtime)
-# --------------------------------------------------------------------------------------------------
-
-def file_sha256(path: str | Path) -> str:
-    """sha256 of a file, streamed; cached under cache_dir("hashes") until the file's size or mtime changes
-    (a rewrite through os.replace, as every checkpoint save does, changes the mtime)."""
-    path = Path(path).resolve()
-    stat = path.stat()  # FileNotFoundError names the file
-    entry = cache_dir("hashes") / f"{hashlib.sha256(str(path).encode()).hexdigest()[:24]}.json"
-    cached = _read_json(entry) if entry.is_file() else None
-    if (isinstance(cached, dict) and cached.get("path") == str(path) and cached.get("size") == stat.st_size
-            and cached.get("mtime_ns") == stat.st_mtime_ns):
-        return cached["sha256"]
-    with open(path, "rb") as f:
-        digest = hashlib.file_digest(f, "sha256").hexdigest()
-    write_json_atomic(entry, {"path": str(path), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns,
-                                          "sha256": digest})
-    return digest
-
-
-def weights_sha256(target: Target) -> str:
-    """Hash of the weights alone (config.json excluded): one file's sha256, or a hash over a sharded HF
-    checkpoint's files (name and sha256 of each)."""
-    files = target.weights_files()
-    if len(files) == 1:
-        return file_sha256(files[0])
-    lines = "".join(f"{f.name} {file_sha256(f)}\n" for f in files)
-    return hashlib.sha256(lines.encode()).hexdigest()
+def part_key(weights: str, settings: str, definition: str) -> str:
+    """<weights>-<settings>-<definition> (16 hex each); two parts when nothing but the weights defines the
+    model (a GGUF file), which is also the key every part had before the definition entered it."""
+    return f"{weights[:16]}-{settings}" + (f"-{definition[:16]}" if definition else "")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -362,6 +216,44 @@ def _order(df: pd.DataFrame) -> pd.DataFrame:
     return df.sort_values(by, na_position="last", kind="stable").reset_index(drop=True) if by else df
 
 
+def check_outputs(out: str | Path, csv: bool = False) -> None:
+    """InputError before any work when OUT, OUT.parts/ or OUT.csv cannot be written, or OUT exists and is
+    not a batch table (its rows are merged into the new table, so it must be one)."""
+    out = check_output(out, (".parquet",))
+    parts = parts_dir(out)
+    if parts.exists() and not parts.is_dir():
+        raise InputError(f"the parts folder {parts} is a file; move it away or choose another --out", path=out,
+                         field="--out")
+    if csv:
+        check_output(out.with_suffix(".csv"), (".csv",), flag="--csv")
+    if out.is_file():
+        import pyarrow.parquet as pq
+
+        try:
+            names = pq.read_schema(out).names
+        except (OSError, ValueError) as err:  # pyarrow's ArrowInvalid is a ValueError
+            raise InputError(f"exists and is not a parquet table ({one_line(err)}); choose another --out or "
+                             "move the file away", path=out, field="--out") from err
+        if "key" not in names or "status" not in names:
+            raise InputError("exists and is not a batch table (no key/status columns); choose another --out",
+                             path=out, field="--out")
+
+
+def rank_lock(out: str | Path, rank: int) -> Path:
+    """The lock file rank `rank` holds while it writes parts of OUT (merging is rank 0's)."""
+    return parts_dir(out) / f".rank{rank}.lock"
+
+
+def _read_part(path: Path) -> pd.DataFrame:
+    import pandas as pd
+
+    try:
+        return pd.read_parquet(path)
+    except (OSError, ValueError) as err:
+        raise InputError(f"unreadable part ({one_line(err)}); delete it and rerun the batch, which recomputes "
+                         "it", path=path) from err
+
+
 def merge_parts(out: str | Path, csv: bool = False) -> pd.DataFrame:
     """Rebuild the table OUT from every part under OUT.parts/ and write it atomically (and OUT.csv)."""
     import pandas as pd
@@ -371,12 +263,22 @@ def merge_parts(out: str | Path, csv: bool = False) -> pd.DataFrame:
     files = sorted(parts.glob("*.parquet")) if parts.is_dir() else []
     if not files:
         raise FileNotFoundError(f"{parts}: no parts to merge; run `interp batch PATH... --out {out}` first")
-    frames = [pd.read_parquet(f) for f in files]
+    frames = [_read_part(f) for f in files]
     df = _order(pd.concat([f for f in frames if len(f)], ignore_index=True))
     _write_parquet_atomic(df, out)
     if csv:
         atomic_write(out.parent, {out.with_suffix(".csv").name: lambda p: df.to_csv(p, index=False)})
     return df
+
+
+def merge_only(out: str | Path, csv: bool = False) -> pd.DataFrame:
+    """`interp batch --merge-only`: check the outputs, then merge_parts under rank 0's lock (a batch still
+    writing OUT makes this fail at once instead of racing it)."""
+    check_outputs(out, csv)
+    if not any(parts_dir(out).glob("*.parquet")):
+        return merge_parts(out, csv)  # FileNotFoundError with the fix; nothing created
+    with exclusive_lock(rank_lock(out, 0), f"batch output {out}"):
+        return merge_parts(out, csv)
 
 
 def _seed_parts(out: Path) -> int:
@@ -466,6 +368,8 @@ class BatchRunner:
         from interp.probes import run as probe_run  # by module: a test can stand in for probe_run.probe
 
         options = {"tokenizer": tokenizer} if tokenizer is not None else {}
+        if self.cfg.trust_remote_code:
+            options["trust_remote_code"] = True
         df = probe_run.probe(str(target.path), config=self.cfg.probe, **options)
         timing = df.attrs.get("timing", {})
         rows = self._rows(target, key, weights, settings, probe_df=df)
@@ -481,10 +385,15 @@ class BatchRunner:
         from interp.probes.text import load_text
 
         text, _ = load_text(cfg.probe.text)
-        settings = settings_hash(cfg.settings(text_sha256(text)))
+        settings = settings_hash(cfg.settings(text_sha256(text), _tokenizer_sha256(cfg.probe.tokenizer)))
         del text
-        targets = expand_paths(cfg.paths)
+        targets = expand_paths(cfg.paths, follow_symlinks=cfg.follow_symlinks)
         dist = _distributed(cfg)
+        with exclusive_lock(rank_lock(self.out, dist.rank), f"batch output {self.out}"):
+            return self._run(dist, targets, settings)
+
+    def _run(self, dist: Distributed, targets: list[Target], settings: str) -> BatchResult:
+        """run() with this rank's lock held."""
         rank, world = dist.rank, dist.world_size
         mine = dist.shard(targets)
         result = BatchResult(rank=rank, world_size=world, settings_hash=settings, targets=targets)
@@ -529,7 +438,8 @@ class BatchRunner:
                 weights, key = "", ""
                 try:
                     weights = weights_sha256(target)
-                    key = f"{weights[:16]}-{settings}"
+                    definition = definition_sha256(target)
+                    key = part_key(weights, settings, definition)
                     part = self.parts / f"{key}.parquet"
                     if part.is_file():
                         result.skipped.append(str(target.path))
@@ -540,9 +450,11 @@ class BatchRunner:
                         result.analysed.append(str(target.path))
                         positions += timing.get("positions", 0)
                         probe_s += timing.get("probe_s", 0.0)
+                    if definition:
+                        self._drop_superseded(self.parts / f"{part_key(weights, settings, '')}.parquet", target)
                     _failed_part(self.parts, target.path).unlink(missing_ok=True)
                 except Exception as err:  # one broken checkpoint must not stop the batch
-                    message = f"{type(err).__name__}: {err}"
+                    message = f"{type(err).__name__}: {one_line(err)}"
                     _write_parquet_atomic(self._rows(target, key, weights, settings, "failed", message),
                                           _failed_part(self.parts, target.path))
                     result.failed.append((str(target.path), message))
@@ -553,6 +465,17 @@ class BatchRunner:
         finally:
             bar.close()
         result.positions_per_s = positions / probe_s if probe_s else math.nan
+
+
+    @staticmethod
+    def _drop_superseded(legacy: Path, target: Target) -> None:
+        """Remove the part an earlier version keyed by the weights alone, once this path's part under the
+        full key exists (the same weights and settings, recomputed): otherwise its rows would appear twice."""
+        if not legacy.is_file():
+            return
+        paths = set(_read_part(legacy)["path"])
+        if {Path(p).resolve() for p in paths} == {target.path.resolve()}:
+            legacy.unlink(missing_ok=True)
 
 
 def run_batch(cfg: BatchConfig | None = None, **kwargs: Any) -> BatchResult:

@@ -53,3 +53,14 @@ def _model_device(model: nn.Module) -> torch.device:
 
 def _model_label(model: Any) -> str:
     return getattr(model, "name", None) or type(model).__name__
+
+
+def _vocab_size(model: Any) -> int | None:
+    """Rows of the model's token embedding (LoadedModel, HF model, TaperedLM, bridge), None when unknown."""
+    inner = getattr(model, "model", model) if _hf_source(model) is not None else model
+    get = getattr(inner, "get_input_embeddings", None)
+    embedding = get() if callable(get) else getattr(inner, "embed", None)
+    if isinstance(embedding, nn.Embedding):
+        return embedding.num_embeddings
+    d_vocab = getattr(getattr(model, "cfg", None), "d_vocab", None)
+    return d_vocab if isinstance(d_vocab, int) else None

@@ -20,7 +20,8 @@ from interp.probes.backends.choice import make_plan
 from interp.probes.config import ProbeConfig, exclusion_request, sequence_plan, too_little_text, with_reference
 from interp.probes.massive import _residual_abs_mean
 from interp.probes.metrics import COMPUTE_DTYPES
-from interp.probes.model_kinds import _model_label
+from interp._util.errors import InputError
+from interp.probes.model_kinds import _model_label, _vocab_size
 from interp.probes.names import DEFAULT_EPS, METRIC_NAMES, POSITIONS
 from interp.probes.table import to_frame
 from interp.probes.text import _bos_id, encode_text, load_text, text_sha256, token_batches
@@ -85,8 +86,19 @@ def probe_model(model: Any, batches: Iterable[Tensor | dict], backend: str = "to
     return to_frame(acc, **{"model": _model_label(model), **columns})
 
 
+def _check_vocab(ids: list[int], model: Any, tokenizer: Any) -> None:
+    """InputError when the tokenizer gives ids the model has no embedding for (a tokenizer of another
+    model; the forward would fail with a bare IndexError)."""
+    vocab, top = _vocab_size(model), max(ids, default=-1)
+    if vocab is not None and top >= vocab:
+        name = getattr(tokenizer, "name", None) or type(tokenizer).__name__
+        raise InputError(f"the tokenizer {name!r} gives token id {top} but the model's embedding has {vocab} "
+                         "rows: it is not this model's tokenizer; drop --tokenizer or pass the one the model was "
+                         "trained with", field="tokenizer")
+
+
 def probe(model: Any = "smollm2-135m", text: str | Path | None = None, *, config: ProbeConfig | None = None,
-          **options: Any) -> pd.DataFrame:
+          trust_remote_code: bool = False, **options: Any) -> pd.DataFrame:
     """Per-layer novelty metrics of one model over held-out text, as a tidy long table (one row per
     layer and metric; columns: interp.probes.table.to_frame).
 
@@ -104,6 +116,9 @@ def probe(model: Any = "smollm2-135m", text: str | Path | None = None, *, config
     reference: "raw" (default) | "normed": also rho_mlp_normed, the cosine with the MLP's normalised input.
     exclude_massive_dims: None | k (measure the top-k mean-|resid_pre| dims on a first pass; a second
         forward) | a list of dims: zeroed in every operand; rows get columns excluded_dims etc.
+    trust_remote_code: let a Hugging Face directory whose config.json names its own Python code (auto_map)
+        run it; such a directory is refused otherwise (a loader option, not a probe setting: it is no
+        ProbeConfig field and changes no number).
     The table's attrs["timing"] holds load and probe seconds.
     """
     from interp import data, hf
@@ -131,7 +146,7 @@ def probe(model: Any = "smollm2-135m", text: str | Path | None = None, *, config
     checkpoint = ""
     start = time.perf_counter()
     if isinstance(model, str | Path):
-        ref = hf.resolve_model(model)
+        ref = hf.resolve_model(model, trust_remote_code=trust_remote_code)
         checkpoint = ref.checkpoint
         tok = tokenizer if tokenizer is not None else ref.load_tokenizer()
         ids = check_ids(tok)
@@ -147,6 +162,7 @@ def probe(model: Any = "smollm2-135m", text: str | Path | None = None, *, config
         ids = check_ids(tok)
     load_s = time.perf_counter() - start
     bos = _bos_id(tok, model_obj) if cfg.prepend_bos else None
+    _check_vocab(ids if bos is None else [*ids, bos], model_obj, tok)
     batches = token_batches(ids, cfg.tokens, cfg.seq_len, cfg.batch_size, bos)
     if cfg.backend == "transformer_lens" and isinstance(model_obj, hf.LoadedModel) and model_obj is not model:
         model_obj = hf.to_transformer_bridge(model_obj, inplace=True)  # we own it: no copy needed

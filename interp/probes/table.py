@@ -5,7 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from interp._util.io import atomic_write
 from interp.probes.accumulator import QUANTILE_COLUMNS, NoveltyAccumulator
+from interp.probes.outputs import check_output
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -35,16 +37,12 @@ def to_frame(acc: NoveltyAccumulator, **columns: Any) -> pd.DataFrame:
 
 def save_table(df: pd.DataFrame, path: str | Path, csv: bool = False) -> list[Path]:
     """Write the table as parquet (or CSV when `path` ends in .csv); csv=True also writes a .csv beside
-    the parquet file. Parent folders are created. Returns the written paths."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    written = []
-    if path.suffix == ".csv":
-        df.to_csv(path, index=False)
-        return [path]
-    df.to_parquet(path, index=False)
-    written.append(path)
-    if csv:
-        df.to_csv(path.with_suffix(".csv"), index=False)
-        written.append(path.with_suffix(".csv"))
-    return written
+    the parquet file. Parent folders are created; each file is written atomically (a killed write leaves
+    the previous table). Returns the written paths."""
+    path = check_output(path, flag="path")
+    writers = {path.name: (lambda p: df.to_csv(p, index=False)) if path.suffix == ".csv"
+               else (lambda p: df.to_parquet(p, index=False))}
+    if csv and path.suffix != ".csv":
+        writers[path.with_suffix(".csv").name] = lambda p: df.to_csv(p, index=False)
+    atomic_write(path.parent, writers)
+    return [path.parent / name for name in writers]

@@ -1,0 +1,316 @@
+"""`interp batch` PATH expansion and the content hashes that key each model's rows.
+
+Why a module of its own: which folders are visited (symlinks, cycles, what counts as a model) and what
+identifies a model (weights, config, tokenizer) are questions apart from running probes and merging parts
+(interp.probes.batch).
+
+PATH expansion (expand_paths), applied to each PATH in order:
+  * a registry name (smollm2-135m, ...)    -> its .gguf file (label = the name)
+  * a `.gguf` file                         -> itself
+  * an HF model directory                  -> itself (config.json with `model_type` or `architectures`,
+                                              as interp.hf.resolve.classify_dir decides; save_pretrained);
+                                              a folder with HF weight files and a config.json that cannot
+                                              be read is one too, so it is reported as failed, not skipped
+  * a run directory (has checkpoints/step_*/) -> its step checkpoints sorted by step number, then the
+                                              final model (runs/NAME/model.safetensors) unless it is
+                                              byte-identical to the last step checkpoint (a finished run
+                                              writes both at its last step; the step one keeps its step)
+  * one of our checkpoint directories      -> itself (model.safetensors + a config.json that says it is
+                                              ours: interp.training.checkpoints.is_checkpoint_dir; a step
+                                              checkpoint given directly keeps its run name and step)
+  * any other folder                       -> every run / checkpoint / HF dir / .gguf below it, in sorted
+                                              path order; a match is not searched further, hidden folders
+                                              and `*.parts` folders are skipped
+  A path reached twice is analysed once. A PATH that does not exist, or holds nothing to analyse, is an
+  error before anything runs.
+  Symlinks: each directory is visited once, by its real path (so `ln -s . t/a` cannot loop), and a symlink
+  whose target lies outside the PATH given is not followed (a note on stderr says so) unless
+  follow_symlinks=True (`--follow-symlinks`). A PATH given as a symlink is its target's tree.
+
+What identifies a model (Target.definition_files, weights_sha256, definition_sha256): its weights, and
+every other file that defines it: a checkpoint's config.json (widths, tokenizer name and hash, run, step)
+and the tokenizer file or folder its train.tokenizer names; every other top-level file of an HF directory
+(config, tokenizer files, generation config, custom code); nothing for a GGUF file (self-contained).
+Hashes are streamed and cached by (path, size, mtime) under cache_dir("hashes").
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from interp._util.dist import env_rank
+from interp._util.io import read_json, write_json_atomic
+from interp._util.paths import CONFIG_FILE, WEIGHTS_FILE, cache_dir
+from interp.hf.registry import REGISTRY
+from interp.hf.resolve import resolve_model
+
+__all__ = ["Target", "expand_paths", "file_sha256", "weights_sha256", "definition_sha256", "KINDS", "GGUF_SUFFIX",
+           "PARTS_SUFFIX", "STEP_DIR", "HF_WEIGHT_PATTERNS"]
+
+KINDS = ("checkpoint", "hf_dir", "gguf")
+GGUF_SUFFIX = ".gguf"
+PARTS_SUFFIX = ".parts"
+STEP_DIR = re.compile(r"step_(\d+)")
+HF_WEIGHT_PATTERNS = ("*.safetensors", "*.bin")
+BUILTIN_TOKENIZERS = ("bpe", "smollm2")   # interp.data.get_tokenizer names that are not paths
+
+
+@dataclass(frozen=True)
+class Target:
+    """One model to analyse: where it is, what kind, and the run/step it belongs to."""
+
+    path: Path
+    kind: str            # one of KINDS
+    run: str = ""        # run directory name (ours), "" for pretrained models
+    step: float = math.nan   # config.json `step` of a step checkpoint, NaN otherwise
+    label: str = ""      # config.json `label` of our checkpoints ("uniform", "cosine 1.5->0.5")
+
+    def weights_files(self) -> list[Path]:
+        if self.kind == "gguf":
+            return [self.path]
+        if self.kind == "checkpoint":
+            return [self.path / WEIGHTS_FILE]
+        files = _hf_weight_files(self.path)
+        if not files:
+            raise FileNotFoundError(f"{self.path}: no weight files ({', '.join(HF_WEIGHT_PATTERNS)}) in this "
+                                    "HF model directory")
+        return files
+
+    def definition_files(self) -> list[tuple[str, Path]]:
+        """(name in the hash, file) of everything besides the weights that defines the model (module doc)."""
+        if self.kind == "gguf":
+            return []
+        if self.kind == "checkpoint":
+            return [(CONFIG_FILE, self.path / CONFIG_FILE), *_tokenizer_files(self.path / CONFIG_FILE)]
+        weights = set(self.weights_files())
+        return [(f.name, f) for f in _plain_files(self.path) if f not in weights]
+
+
+def _plain_files(folder: Path) -> list[Path]:
+    return sorted(f for f in folder.iterdir() if f.is_file() and not f.name.startswith("."))
+
+
+def _hf_weight_files(folder: Path) -> list[Path]:
+    return sorted({f for pattern in HF_WEIGHT_PATTERNS for f in folder.glob(pattern)})
+
+
+def _tokenizer_files(config_path: Path) -> list[tuple[str, Path]]:
+    """The tokenizer file, or the files of the tokenizer folder, that a checkpoint's train.tokenizer names."""
+    config = _read_json(config_path)
+    train = config.get("train") if isinstance(config, dict) else None
+    name = train.get("tokenizer") if isinstance(train, dict) else None
+    if not isinstance(name, str) or name in BUILTIN_TOKENIZERS:
+        return []  # a built-in tokenizer is defined by the config's own fields (and data.tokenizer_hash)
+    path = Path(name).expanduser()
+    files = [path] if path.is_file() else _plain_files(path) if path.is_dir() else []
+    return [(f"tokenizer/{f.name}", f) for f in files]
+
+
+def _read_json(path: Path) -> Any:
+    """The JSON at `path`, or None when it is missing or unreadable (reported later, when it is loaded)."""
+    try:
+        return read_json(path, missing_ok=True, torn_ok=True)
+    except (OSError, ValueError):  # a directory, no permission, bytes that are not UTF-8
+        return None
+
+
+# --------------------------------------------------------------------------------------------------
+# Walking the PATHs
+# --------------------------------------------------------------------------------------------------
+
+@dataclass
+class _Walk:
+    """One PATH's tree: the directories visited (real paths) and the symlinks not followed."""
+
+    root: Path                       # real path of the PATH given
+    follow_symlinks: bool = False
+    visited: set[Path] = field(default_factory=set)
+    notes: list[str] = field(default_factory=list)
+
+    def admit(self, path: Path) -> bool:
+        """Whether to look at `path`: once per real path, and not out of the tree unless asked."""
+        real = Path(os.path.realpath(path))
+        if path.is_symlink() and not self.follow_symlinks and real != self.root and self.root not in real.parents:
+            self.notes.append(f"{path} -> {real}: a symlink out of {self.root}, not followed "
+                              "(--follow-symlinks follows it)")
+            return False
+        if real in self.visited:
+            return False
+        self.visited.add(real)
+        return True
+
+
+def _step_dirs(run_dir: Path) -> list[Path]:
+    folder = run_dir / "checkpoints"
+    if not folder.is_dir():
+        return []
+    found = [p for p in folder.iterdir() if p.is_dir() and STEP_DIR.fullmatch(p.name)]
+    return sorted(found, key=lambda p: int(STEP_DIR.fullmatch(p.name).group(1)))
+
+
+def _classify(path: Path) -> str | None:
+    """'run', 'checkpoint', 'hf_dir', 'gguf', or None (a plain folder or an unrelated file).
+
+    What a directory holds is decided by the one model resolver (interp.hf.resolve: by what config.json
+    says, never by file names alone), except that a folder without config.json is searched, not taken
+    for a model: a .gguf inside it is found as a file. A config.json that is unreadable, or neither ours nor
+    Hugging Face's, beside HF weight files marks a broken model (reported as failed when probed)."""
+    from interp.hf.resolve import ModelResolutionError, classify_dir
+    from interp.training.checkpoints import is_checkpoint_dir
+
+    if path.is_file():
+        return "gguf" if path.suffix == GGUF_SUFFIX else None
+    if not path.is_dir():
+        return None
+    if _step_dirs(path):
+        return "run"
+    if is_checkpoint_dir(path):
+        return "checkpoint"  # ours, or ours with a corrupt config.json (reported as failed later)
+    if not (path / CONFIG_FILE).is_file():
+        return None
+    try:
+        return "hf_dir" if classify_dir(path) == "hf_dir" else None
+    except ModelResolutionError:
+        return "hf_dir" if _hf_weight_files(path) else None  # no weights: a config.json of something else
+
+
+def _checkpoint_target(path: Path, run: str | None = None, step: float | None = None) -> Target:
+    """Run name, step and label of one of our checkpoint dirs (a corrupt config.json is reported later)."""
+    config = _read_json(path / CONFIG_FILE)
+    config = config if isinstance(config, dict) else {}
+    match = STEP_DIR.fullmatch(path.name)
+    is_step = match is not None and path.parent.name == "checkpoints"
+    if run is None:
+        run = path.parent.parent.name if is_step else path.name
+    if step is None:
+        value = config.get("step")
+        step = float(value) if isinstance(value, int | float) else (float(match.group(1)) if is_step else math.nan)
+    label = config.get("label") if isinstance(config.get("label"), str) else ""
+    return Target(path, "checkpoint", run, step, label)
+
+
+def _run_targets(run_dir: Path, walk: _Walk) -> list[Target]:
+    """Step checkpoints by step, then the final model unless it equals the last step checkpoint."""
+    steps = [_checkpoint_target(p, run=run_dir.name) for p in _step_dirs(run_dir) if walk.admit(p)]
+    if (run_dir / WEIGHTS_FILE).is_file():
+        final = _checkpoint_target(run_dir, run=run_dir.name, step=math.nan)
+        try:
+            same = bool(steps) and file_sha256(run_dir / WEIGHTS_FILE) == file_sha256(steps[-1].path / WEIGHTS_FILE)
+        except OSError:
+            same = False  # the last step checkpoint is broken: keep both, it is reported when probed
+        if not same:
+            steps.append(final)
+    return steps
+
+
+def _targets_at(path: Path, walk: _Walk) -> list[Target]:
+    kind = _classify(path)
+    if kind == "run":
+        return _run_targets(path, walk)
+    if kind == "checkpoint":
+        return [_checkpoint_target(path)]
+    if kind in ("hf_dir", "gguf"):
+        return [Target(path, kind, label=path.stem if kind == "gguf" else path.name)]
+    if not path.is_dir():
+        return []
+    found = []
+    for child in sorted(path.iterdir()):
+        if child.name.startswith(".") or child.name.endswith(PARTS_SUFFIX) or not walk.admit(child):
+            continue
+        found.extend(_targets_at(child, walk))
+    return found
+
+
+def _nothing_found(raw: str | Path, path: Path) -> ValueError:
+    """The error for a PATH with nothing to analyse, with the reason its config.json was not taken."""
+    from interp.hf.resolve import ModelResolutionError, classify_dir
+
+    reason = ""
+    if path.is_dir() and (path / CONFIG_FILE).is_file():
+        try:
+            classify_dir(path)
+        except ModelResolutionError as err:
+            reason = f" ({err})"
+    return ValueError(f"{raw}: found no checkpoint dir (model.safetensors + config.json), run dir "
+                      f"(checkpoints/step_*), HF model dir or {GGUF_SUFFIX} file there{reason}")
+
+
+def expand_paths(paths: list[str | Path], follow_symlinks: bool = False) -> list[Target]:
+    """The models that PATHs stand for (rules in the module docstring), each once, in order. Symlinks
+    not followed are listed on stderr (rank 0)."""
+    if not paths:
+        raise ValueError("no PATH given: pass checkpoint dirs, run dirs, HF model dirs, .gguf files or folders")
+    targets: list[Target] = []
+    seen: set[Path] = set()
+    for raw in paths:
+        path = Path(raw).expanduser()
+        if not path.exists() and str(raw) in REGISTRY:  # a registry name: its GGUF file (same numbers; tested)
+            resolve_model(raw)  # ModuleNotFoundError with the pip command when its package is missing
+            path = REGISTRY[str(raw)].locate()
+            found = [Target(path, "gguf", label=str(raw))]
+        elif not path.exists():
+            raise FileNotFoundError(f"{raw}: no such file or directory (nor a registry model: {', '.join(REGISTRY)})")
+        else:
+            walk = _Walk(Path(os.path.realpath(path)), follow_symlinks)
+            walk.visited.add(walk.root)
+            found = _targets_at(path, walk)
+            if env_rank() == 0:
+                for note in walk.notes:
+                    print(f"[batch] {note}", file=sys.stderr)
+        if not found:
+            raise _nothing_found(raw, path)
+        for target in found:
+            resolved = target.path.resolve()
+            if resolved not in seen:
+                seen.add(resolved)
+                targets.append(target)
+    return targets
+
+
+# --------------------------------------------------------------------------------------------------
+# Content hashes, cached by (path, size, mtime)
+# --------------------------------------------------------------------------------------------------
+
+def file_sha256(path: str | Path) -> str:
+    """sha256 of a file, streamed; cached under cache_dir("hashes") until the file's size or mtime changes
+    (a rewrite through os.replace, as every checkpoint save does, changes the mtime)."""
+    path = Path(path).resolve()
+    stat = path.stat()  # FileNotFoundError names the file
+    entry = cache_dir("hashes") / f"{hashlib.sha256(str(path).encode()).hexdigest()[:24]}.json"
+    cached = _read_json(entry) if entry.is_file() else None
+    if (isinstance(cached, dict) and cached.get("path") == str(path) and cached.get("size") == stat.st_size
+            and cached.get("mtime_ns") == stat.st_mtime_ns):
+        return cached["sha256"]
+    with open(path, "rb") as f:
+        digest = hashlib.file_digest(f, "sha256").hexdigest()
+    write_json_atomic(entry, {"path": str(path), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns,
+                              "sha256": digest})
+    return digest
+
+
+def _files_sha256(named: list[tuple[str, Path]]) -> str:
+    lines = "".join(f"{name} {file_sha256(f)}\n" for name, f in named)
+    return hashlib.sha256(lines.encode()).hexdigest()
+
+
+def weights_sha256(target: Target) -> str:
+    """Hash of the weights alone (config.json excluded): one file's sha256, or a hash over a sharded HF
+    checkpoint's files (name and sha256 of each)."""
+    files = target.weights_files()
+    if len(files) == 1:
+        return file_sha256(files[0])
+    return _files_sha256([(f.name, f) for f in files])
+
+
+def definition_sha256(target: Target) -> str:
+    """Hash of the files besides the weights that define the model (Target.definition_files: name and sha256
+    of each); "" for a GGUF file, which holds everything itself."""
+    named = target.definition_files()
+    return _files_sha256(named) if named else ""
