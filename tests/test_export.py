@@ -80,12 +80,14 @@ def test_probe_cli_on_an_export_matches_the_checkpoint(run_dir, tmp_path):
     text = tmp_path / "text.txt"
     text.write_text(" ".join(WORDS[i % 7] + " " + WORDS[(i * 5) % 12] for i in range(200)))
     tables = {}
-    for label, spec in (("ckpt", run), ("hf", tmp_path / "hf")):
+    for label, spec, backend in (("ckpt", run, "torch"), ("hf", tmp_path / "hf", "torch"),
+                                 ("hf-nnsight", tmp_path / "hf", "nnsight")):
         out = tmp_path / f"{label}.parquet"
         assert main(["probe", "--model", str(spec), "--text", str(text), "--tokens", "64", "--seq-len", "16",
-                     "--out", str(out)]) == 0
+                     "--backend", backend, "--out", str(out)]) == 0
         tables[label] = pd.read_parquet(out).set_index(["layer", "metric"])["mean"]
     pd.testing.assert_series_equal(tables["ckpt"], tables["hf"], atol=1e-5, rtol=1e-4)
+    pd.testing.assert_series_equal(tables["hf"], tables["hf-nnsight"], atol=1e-5, rtol=1e-4)
 
 
 def test_refusals_change_nothing(run_dir, tmp_path, capsys):

@@ -25,8 +25,7 @@ from interp._util.errors import InputError
 from interp._util.io import PathLike, atomic_write, exclusive_lock, json_sha256, write_json_atomic
 from interp._util.paths import CONFIG_FILE, WEIGHTS_FILE
 from interp._util.provenance import provenance
-
-MODEL_TYPE = "tapered_llama"
+from interp.hf.resolve import EXPORT_MODEL_TYPE as MODEL_TYPE  # resolve must not import this module
 MODELING_FILE = "modeling_tapered_llama.py"
 EXPORTABLE_MIXERS = ("attention",)
 AUTO_MAP = {"AutoConfig": f"{MODELING_FILE[:-3]}.TaperedLlamaConfig",

@@ -25,6 +25,7 @@ from interp._util.errors import InputError, one_line
 from interp._util.io import file_fingerprint
 from interp._util.paths import CONFIG_FILE
 from interp.hf.adapters import SiteMap, layer_modules, site_map_for
+from interp.hf.export import register_tapered_llama
 from interp.hf.cache import _cache_path, _drop_quantization_state, _save_cache, _valid_cache
 from interp.hf.gguf_file import check_gguf
 from interp.hf.registry import DEFAULT_MODEL, REGISTRY
@@ -100,6 +101,7 @@ def _check_config(where: str, trust_remote_code: bool) -> None:
     from huggingface_hub.errors import StrictDataclassError
     from transformers import AutoConfig
 
+    register_tapered_llama()
     try:
         AutoConfig.from_pretrained(where, trust_remote_code=trust_remote_code)
     except (StrictDataclassError, TypeError, KeyError) as err:
@@ -112,6 +114,7 @@ def _from_pretrained(where: str, gguf_file: str | None, dtype: torch.dtype, attn
     """Tokenizer and model from a directory / hub id (with gguf_file: dequantize that GGUF to fp32)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    register_tapered_llama()  # `interp export` folders load with the installed classes, never their code copy
     start = time.perf_counter()
     tokenizer = AutoTokenizer.from_pretrained(where, gguf_file=gguf_file, trust_remote_code=trust_remote_code)
     timings["tokenizer_s"] = time.perf_counter() - start

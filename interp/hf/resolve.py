@@ -36,6 +36,7 @@ from interp.hf.registry import REGISTRY
 KINDS = ("registry", "gguf", "checkpoint", "hf_dir", "hub")
 GGUF_SUFFIX = ".gguf"
 REMOTE_CODE_FILES = (CONFIG_FILE, "tokenizer_config.json")  # where transformers reads auto_map
+EXPORT_MODEL_TYPE = "tapered_llama"  # interp.hf.export.MODEL_TYPE: its modeling code ships with interp
 TRUST_REMOTE_CODE_FLAG = "--trust-remote-code"
 _HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
@@ -166,6 +167,8 @@ def remote_code(path: Path) -> tuple[Path, dict] | None:
         except ValueError:
             continue  # unparsable: transformers cannot read it either; loading reports the file
         if isinstance(config, dict) and config.get("auto_map"):
+            if config.get("model_type") == EXPORT_MODEL_TYPE:
+                continue  # an `interp export` folder: loaded with the installed classes, its copy never runs
             return path / name, config["auto_map"]
     return None
 
