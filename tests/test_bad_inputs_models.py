@@ -110,6 +110,13 @@ def _remote_code(tmp: Path, where: str = "config.json") -> None:
                    auto_map={"AutoTokenizer": [None, "modeling_evil.EvilTokenizer"]})
 
 
+def _remote_code_known_type(tmp: Path) -> None:
+    """An auto_map on a model_type transformers knows (llama): the old code loaded the built-in class instead of
+    the one the directory defines, silently; now it is refused like any auto_map."""
+    _remote_code(tmp)
+    _edit_json(tmp / "evil" / "config.json", model_type="llama")
+
+
 def _no_marker(tmp: Path) -> None:
     assert not (tmp / "MARKER").exists(), "the directory's Python file ran"
 
@@ -277,6 +284,8 @@ Case("models-batch-remote-code-refused", item="8", setup=_remote_code, subproces
 Case("models-probe-remote-tokenizer-refused", item="8", setup=lambda t: _remote_code(t, "tokenizer_config.json"),
      subprocess=True, stdin="y\n", env=HF_MODULES, argv=["probe", "--model", "evil", "--out", "e.parquet", *PROBE],
      message=r"evil/tokenizer_config.json: auto_map .*modeling_evil\.py", check=_no_marker)
+Case("models-probe-remote-code-known-type-refused", item="8", setup=_remote_code_known_type, env=HF_MODULES,
+     argv=["probe", "--model", "evil", "--out", "e.parquet", *PROBE], message=REMOTE, check=_no_marker)
 Case("models-models-cache-remote-code-refused", item="8", setup=_remote_code, subprocess=True, stdin="y\n",
      env=HF_MODULES, argv=["models", "--cache", "evil"], message=REMOTE, check=_no_marker)
 

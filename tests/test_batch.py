@@ -135,7 +135,8 @@ def test_batch_over_a_run_gives_rows_per_step_then_skips_everything(env, tmp_pat
     assert sorted(df.step.unique()) == STEPS and set(df.status) == {"ok"} and set(df.run) == {"micro-uniform"}
     assert len(df) == len(STEPS) * 2 * 2  # steps x layers x metrics
     assert df.groupby("step").weights_sha256.nunique().eq(1).all() and df.weights_sha256.nunique() == len(STEPS)
-    assert df.settings_hash.nunique() == 1 and (df.key == df.weights_sha256.str[:16] + "-" + df.settings_hash).all()
+    assert df.settings_hash.nunique() == 1  # key: weights, settings, then config.json + tokenizer (the definition)
+    assert all(key.startswith(f"{w[:16]}-{s}-") for key, w, s in zip(df.key, df.weights_sha256, df.settings_hash))
     # each step's rows are that checkpoint's own probe (rows attached to the right step)
     step4 = run / "checkpoints" / "step_000004"
     direct = probes.probe(str(step4), text=env[2], tokens=64, seq_len=32, batch_size=2,

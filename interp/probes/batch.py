@@ -384,10 +384,10 @@ class BatchRunner:
             torch.set_num_threads(cfg.threads)
         from interp.probes.text import load_text
 
+        targets = expand_paths(cfg.paths, follow_symlinks=cfg.follow_symlinks)  # a bad PATH fails first
         text, _ = load_text(cfg.probe.text)
         settings = settings_hash(cfg.settings(text_sha256(text), _tokenizer_sha256(cfg.probe.tokenizer)))
         del text
-        targets = expand_paths(cfg.paths, follow_symlinks=cfg.follow_symlinks)
         dist = _distributed(cfg)
         with exclusive_lock(rank_lock(self.out, dist.rank), f"batch output {self.out}"):
             return self._run(dist, targets, settings)

@@ -30,7 +30,7 @@ PATH expansion (expand_paths), applied to each PATH in order:
 What identifies a model (Target.definition_files, weights_sha256, definition_sha256): its weights, and
 every other file that defines it: a checkpoint's config.json (widths, tokenizer name and hash, run, step)
 and the tokenizer file or folder its train.tokenizer names; every other top-level file of an HF directory
-(config, tokenizer files, generation config, custom code); nothing for a GGUF file (self-contained).
+(config, tokenizer files, generation config, custom code; not tables or READMEs: NOT_DEFINING); nothing for a GGUF file (self-contained).
 Hashes are streamed and cached by (path, size, mtime) under cache_dir("hashes").
 """
 
@@ -60,6 +60,7 @@ PARTS_SUFFIX = ".parts"
 STEP_DIR = re.compile(r"step_(\d+)")
 HF_WEIGHT_PATTERNS = ("*.safetensors", "*.bin")
 BUILTIN_TOKENIZERS = ("bpe", "smollm2")   # interp.data.get_tokenizer names that are not paths
+NOT_DEFINING = (".parquet", ".csv", ".md")  # files in an HF dir that define no model (tables written beside it)
 
 
 @dataclass(frozen=True)
@@ -90,7 +91,7 @@ class Target:
         if self.kind == "checkpoint":
             return [(CONFIG_FILE, self.path / CONFIG_FILE), *_tokenizer_files(self.path / CONFIG_FILE)]
         weights = set(self.weights_files())
-        return [(f.name, f) for f in _plain_files(self.path) if f not in weights]
+        return [(f.name, f) for f in _plain_files(self.path) if f not in weights and f.suffix not in NOT_DEFINING]
 
 
 def _plain_files(folder: Path) -> list[Path]:
