@@ -67,6 +67,8 @@ class AblationConfig:
     attn_implementation: str = option("sdpa", "sdpa | eager (Hugging Face models)", choices=ATTN_IMPLEMENTATIONS)
     threads: int | None = option(None, "torch.set_num_threads (default: torch's)")
     confidence: float = option(0.95, "level of the Student-t intervals")
+    trust_remote_code: bool = option(False, "let a Hugging Face directory whose config.json has an auto_map run "
+                                            "its own Python files (refused otherwise; never asked)")
 
     def validate(self) -> None:
         """ValueError naming the field (= the flag) and the fix, before any model is loaded."""

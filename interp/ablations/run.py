@@ -70,12 +70,12 @@ def _load_sequences(cfg: AblationConfig, tokenizer: Any) -> _Sequences:
     return _Sequences(score, evals, source, text_sha256(text))
 
 
-def _load(spec: str, attn_implementation: str) -> tuple[Any, Any]:
+def _load(spec: str, attn_implementation: str, trust_remote_code: bool = False) -> tuple[Any, Any]:
     """(model, tokenizer) for any spec interp.hf.resolve_model accepts: a LoadedModel and its tokenizer, or
     one of our checkpoints (TaperedLM) and the tokenizer it was trained with."""
     from interp.hf import resolve_model
 
-    ref = resolve_model(spec)
+    ref = resolve_model(spec, trust_remote_code=trust_remote_code)
     if ref.kind == "checkpoint":
         return ref.load(), ref.load_tokenizer()
     loaded = ref.load(attn_implementation=attn_implementation)
@@ -112,7 +112,7 @@ def run_pretrained_ablation(cfg: AblationConfig, loaded: Any = None,
     if cfg.threads:
         torch.set_num_threads(int(cfg.threads))
     if loaded is None:
-        loaded, tokenizer = _load(cfg.model, cfg.attn_implementation)
+        loaded, tokenizer = _load(cfg.model, cfg.attn_implementation, cfg.trust_remote_code)
     tokenizer = tokenizer if tokenizer is not None else getattr(loaded, "tokenizer", None)
     if tokenizer is None:
         raise ValueError(f"run_pretrained_ablation: {type(loaded).__name__} carries no tokenizer; pass tokenizer=")

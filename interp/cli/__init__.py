@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 import traceback
 
 from interp._util.errors import EXIT_INTERRUPTED, EXIT_USAGE, USER_ERRORS, debug_requested, one_line
+
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a tool killed by a closed pipe
 
 # Module names under interp.cli, in the order they appear in --help.
 COMMAND_MODULES = ("train", "probe", "models", "ablate", "sweep", "batch", "figures", "export", "taper")
@@ -61,6 +64,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"{command}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except BrokenPipeError:  # `interp models | head`: the reader left; say nothing, as other Unix tools do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
     except SystemExit as stop:  # commands raise SystemExit("interp X: why") for their own usage errors
         if isinstance(stop.code, str):
             if debug:

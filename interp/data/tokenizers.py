@@ -153,6 +153,9 @@ def _gguf_tokenizer(gguf: Path, name: str) -> TextTokenizer:
     """Tokenizer of a GGUF file: parsed by transformers once (~6 s), then read from the cache (~0.1 s)."""
     if not gguf.is_file():
         raise FileNotFoundError(f"GGUF file {str(gguf)!r} not found")
+    from interp.hf.gguf_file import check_gguf
+
+    check_gguf(gguf)  # a truncated file: one line naming it, not struct.error from the parser
     folder = cache_dir("tokenizers", f"gguf-{gguf.stem}-{file_fingerprint(gguf)}")
     with file_lock(folder / ".lock"):
         if not (folder / TOKENIZER_FILE).exists():
@@ -160,7 +163,7 @@ def _gguf_tokenizer(gguf: Path, name: str) -> TextTokenizer:
                 AutoTokenizer,  # lazy: importing transformers takes seconds
             )
 
-            hf = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+            hf = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name, trust_remote_code=False)
             staging = folder / f".staging{os.getpid()}"
             hf.save_pretrained(str(staging))
             for f in sorted(staging.iterdir(), key=lambda p: p.name == TOKENIZER_FILE):  # tokenizer.json last
@@ -199,7 +202,7 @@ def _hf_dir_tokenizer(folder: Path, name: str | None = None) -> TextTokenizer:
     )
 
     try:
-        hf = AutoTokenizer.from_pretrained(str(folder))
+        hf = AutoTokenizer.from_pretrained(str(folder), trust_remote_code=False)  # never prompt, never run code
     except (ValueError, OSError) as err:  # transformers' many-line explanations, made one line naming the folder
         raise ValueError(f"tokenizer folder {str(folder)!r}: transformers cannot load it "
                          f"({' '.join(str(err).split())}); {fix}") from err
