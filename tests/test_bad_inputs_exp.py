@@ -124,7 +124,7 @@ for name, argv in EXPERIMENTS.items():
     Case(f"exp-seeds-zero-{name}", item="11", argv=[*argv, "--seeds", "0"], message=rf"{command}: --seeds must be >= 1")
     Case(f"exp-seeds-not-int-{name}", item="11", argv=[*argv, "--seeds", "two"], message=r"argument --seeds: invalid int")
     Case(f"exp-steps-zero-{name}", item="11", argv=[*argv, "--steps", "0"],
-         message=rf"{command}: .*steps must be a positive int, got 0")
+         message=rf"{command}: .*steps=0 .*must be a positive int")
     Case(f"exp-unknown-mixer-set-{name}", item="11", argv=[*argv, "--set", 'mixer="bogus"'],
          message=rf"{command}: .*(mixer='bogus' is not registered|may not set 'mixer')")
 Case("exp-unknown-mixer-architectures", item="11", argv=[*ARCH, "--mixers", "bogus"],
@@ -174,7 +174,7 @@ def stored_table_and_a_foreign_run(tmp: Path) -> None:
 
 Case("exp-all-runs-failed-keeps-the-table", item="new", rc=1,
      argv=[*SWEEP, "--set", 'source="{tmp}/corpus"', "--set", "val_fraction=0.25"],
-     setup=stored_table_and_a_foreign_run, may_change=("cache/", "R/sweep-micro/.experiment.lock", "R/*/*/*/error.txt"),
+     setup=stored_table_and_a_foreign_run, may_change=("cache/", "R/sweep-micro/.experiment.lock", "R/*/*/*/error.txt", "R/*/*/*/.lock"),
      message=r"\[interp sweep\] no finished runs under .*sweep-micro yet: nothing to tabulate")
 
 
