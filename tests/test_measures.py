@@ -331,6 +331,44 @@ def test_hf_llama_new_measures_match_plain_hooks(backend, hf_llama_dir):
     assert "lm_head(model.norm(h))" in row(df, 0, "logit_lens_top1").reference
 
 
+def naive_final_norm(arch: str, norm, h: torch.Tensor) -> torch.Tensor:
+    """The final norm written out in float64: GPT-2's LayerNorm, Gemma's RMSNorm with (1 + weight)."""
+    if arch == "GPT2LMHeadModel":
+        return F.layer_norm(h, (h.shape[-1],), norm.weight.double(), norm.bias.double(), eps=norm.eps)
+    return h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + norm.eps) * (1 + norm.weight.double())
+
+
+@pytest.mark.parametrize("arch", ("GPT2LMHeadModel", "Gemma2ForCausalLM", "Gemma3ForCausalLM"))
+def test_logit_lens_on_other_architectures_matches_full_vocab_math(arch):
+    """LayerNorm with a bias (GPT-2), (1 + w) RMSNorm (Gemma) and Gemma-2's logit softcap, which is part of
+    p_L (the model's output) and not of the lens: its last layer's KL is then not 0, and must still match."""
+    model = tiny_hf(arch, vocab_size=VOCAB)
+    with torch.no_grad():
+        model.lm_head.weight.mul_(30)
+    layers, norm = ((model.transformer.h, model.transformer.ln_f) if arch == "GPT2LMHeadModel"
+                    else (model.model.layers, model.model.norm))
+    outs = {}
+    handles = [layer.register_forward_hook(lambda m, a, o, l=l: outs.__setitem__(l, o[0] if isinstance(o, tuple) else o))
+               for l, layer in enumerate(layers)]
+    toks = tokens()
+    try:
+        with torch.no_grad():
+            logits = model(toks).logits.double()
+    finally:
+        for h in handles:
+            h.remove()
+    df = probes.probe_model(model, [toks], backend="torch", metrics=LENS_METRICS, dtype="float64")
+    for l in range(len(layers)):
+        lens = naive_final_norm(arch, norm, outs[l].double()) @ model.lm_head.weight.double().T
+        log_pl, log_lens = logits.log_softmax(-1), lens.log_softmax(-1)
+        kl = (log_pl.exp() * (log_pl - log_lens)).sum(-1)[:, 1:]
+        top1 = (lens.argmax(-1) == logits.argmax(-1))[:, 1:].double()
+        assert row(df, l, "logit_lens_kl")["mean"] == pytest.approx(kl.mean().item(), abs=1e-5), (arch, l)
+        assert row(df, l, "logit_lens_top1")["mean"] == pytest.approx(top1.mean().item(), abs=1e-12), (arch, l)
+    last = row(df, len(layers) - 1, "logit_lens_kl")["mean"]
+    assert (last > 1e-3) if arch == "Gemma2ForCausalLM" else (abs(last) < 1e-6), (arch, last)
+
+
 # --------------------------------------------------------------------------------------------------
 # Entry points: `interp probe`, `interp batch`
 # --------------------------------------------------------------------------------------------------

@@ -155,8 +155,8 @@ class NoveltyAccumulator:
                 if (layer, m) not in self._done and all(ops.has(op) for op in METRICS[m].operands)}
 
     def values(self, layer: int, sites: dict[str, Tensor]) -> dict[str, Float[Tensor, "batch pos"]]:
-        """All metrics computable from `sites` at once, without touching the statistics (for backends that
-        reduce elsewhere, e.g. inside an nnsight trace); fold them in later with add_values."""
+        """All per-token metrics computable from `sites` at once, without touching the statistics (for a loop
+        that reduces elsewhere); fold them in later with add_values. The population metrics need feed()."""
         ops = LayerOperands(self.eps, self.derive_attn_out, self.lens)
         ops.tensors.update({k: self._operand(v) for k, v in sites.items()})
         return {m: METRICS[m].fn(ops) for m in self.token_metrics if all(ops.has(op) for op in METRICS[m].operands)}

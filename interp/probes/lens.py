@@ -21,6 +21,7 @@ besides the reference forward's own [batch, pos, vocab] logits (as in a bare for
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from typing import Any
 
@@ -53,6 +54,8 @@ class LogitLens:
         if not isinstance(weight, Tensor) or weight.dim() != 2:
             raise ValueError(f"the logit lens needs a Linear unembedding (weight [vocab, d_model]); "
                              f"{describe} has {type(unembed).__name__}")
+        if any(p.dtype != dtype for p in final_norm.parameters()):  # e.g. LayerNorm refuses a float64 input
+            final_norm = copy.deepcopy(final_norm).to(dtype)           # with float32 weights: a d_model copy
         self.norm = final_norm
         self.weight = weight.detach().to(dtype)                       # [vocab, d_model]
         bias = getattr(unembed, "bias", None)
