@@ -4,13 +4,15 @@ state does not grow with the number of values seen, so probes never keep whole a
 Both reductions keep one value per *channel* (e.g. per layer), accept a batch of values
 `[n, channels]` (or `[n]` with `channel=c` to feed one channel), skip non-finite values (counted
 in `n_nonfinite` instead of poisoning the mean), and can be saved (`state_dict`) and merged
-(`merge`) so shards of an analysis can be combined exactly later.
+(`merge`) so shards of an analysis can be combined exactly later. RunningCovariance does the same for
+the d x d co-moment matrix of row vectors (one per channel), for population statistics (effective rank,
+CKA) that have no per-value form.
 """
 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 import torch
@@ -20,7 +22,7 @@ from torch import Tensor
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["RunningMoments", "RunningHistogram", "DEFAULT_QUANTILES", "Z_95", "t_cdf", "t_quantile", "mean_ci", "pearson_r",
+__all__ = ["RunningMoments", "RunningHistogram", "RunningCovariance", "DEFAULT_QUANTILES", "Z_95", "t_cdf", "t_quantile", "mean_ci", "pearson_r",
            "rankdata", "spearman_r", "depth_correlations", "with_variant"]
 
 DEFAULT_QUANTILES: tuple[float, ...] = (0.05, 0.25, 0.5, 0.75, 0.95)
@@ -259,6 +261,115 @@ class RunningHistogram:
     @classmethod
     def from_state_dict(cls, state: dict) -> RunningHistogram:
         return cls(int(state["channels"]), edges=state["edges"]).load_state_dict(state)
+
+
+class RunningCovariance:
+    """Per-channel co-moment matrix of paired row vectors: count, means and C = sum (x - mean_x)(y - mean_y)^T
+    in float64, merged with Chan et al.'s update (as RunningMoments), so a covariance over millions of
+    tokens does not depend on how they were split into batches or shards. cross=False: y is x (an
+    auto-covariance, one matmul per batch). The state is [channels, d, d], allocated by the first update
+    (d from the data), never per value. Rows with a non-finite entry are counted in n_nonfinite and left out.
+    """
+
+    def __init__(self, channels: int = 1, cross: bool = False):
+        if channels < 1:
+            raise ValueError(f"channels must be >= 1, got {channels}")
+        self.channels = channels
+        self.cross = cross
+        self.count = torch.zeros(channels, dtype=torch.float64)
+        self.n_nonfinite = torch.zeros(channels, dtype=torch.float64)
+        self.mean_x: Tensor | None = None    # [channels, d]
+        self.mean_y: Tensor | None = None    # [channels, d] (cross only)
+        self.comoment: Tensor | None = None  # [channels, d, d]
+
+    def _allocate(self, d: int, device: torch.device) -> None:
+        if self.comoment is None:
+            self.count, self.n_nonfinite = self.count.to(device), self.n_nonfinite.to(device)
+            self.mean_x = torch.zeros(self.channels, d, dtype=torch.float64, device=device)
+            self.mean_y = self.mean_x.clone() if self.cross else None
+            self.comoment = torch.zeros(self.channels, d, d, dtype=torch.float64, device=device)
+        elif self.comoment.shape[-1] != d:
+            raise ValueError(f"RunningCovariance holds d={self.comoment.shape[-1]}, got rows of d={d}")
+
+    def update(self, x: Float[Tensor, "n d"], y: Float[Tensor, "n d"] | None = None, channel: int = 0) -> None:
+        """Add rows of x (and, for cross=True, the paired rows of y) to one channel."""
+        if not 0 <= channel < self.channels:
+            raise ValueError(f"channel={channel} is out of range for {self.channels} channels")
+        if (y is not None) != self.cross or x.dim() != 2 or (y is not None and y.shape != x.shape):
+            raise ValueError(f"update takes x [n, d]{' and y of the same shape' if self.cross else ' only'}, "
+                             f"got x {tuple(x.shape)}, y {None if y is None else tuple(y.shape)}")
+        x = x.detach().to(torch.float64)
+        y = y.detach().to(torch.float64) if y is not None else None
+        finite = torch.isfinite(x).all(-1) & (torch.isfinite(y).all(-1) if y is not None else True)
+        self._allocate(x.shape[-1], x.device)
+        sl = slice(channel, channel + 1)
+        self.n_nonfinite[sl] += (~finite).sum().to(torch.float64)
+        if not bool(finite.all()):
+            x, y = x[finite], (y[finite] if y is not None else None)
+        if x.shape[0] == 0:
+            return
+        mx = x.mean(0)
+        xc = x - mx
+        my = y.mean(0) if y is not None else None
+        c_b = xc.T @ ((y - my) if y is not None else xc)
+        n_b = torch.tensor([float(x.shape[0])], dtype=torch.float64, device=x.device)
+        self._combine(sl, n_b, mx[None], None if my is None else my[None], c_b[None])
+
+    def _combine(self, sl: slice, n_b: Tensor, mx_b: Tensor, my_b: Tensor | None, c_b: Tensor) -> None:
+        """Chan et al. (1979) for co-moments: C = C_a + C_b + (n_a n_b / n) dx dy^T."""
+        n_a = self.count[sl]
+        n = n_a + n_b
+        weight = (n_b / n.clamp_min(1))[:, None]
+        dx = mx_b - self.mean_x[sl]
+        dy = dx if my_b is None else my_b - self.mean_y[sl]
+        self.comoment[sl] += c_b + (n_a * n_b / n.clamp_min(1))[:, None, None] * dx[:, :, None] * dy[:, None, :]
+        self.mean_x[sl] += dx * weight
+        if my_b is not None:
+            self.mean_y[sl] += dy * weight
+        self.count[sl] = n
+
+    def merge(self, other: RunningCovariance) -> RunningCovariance:
+        """Fold another accumulator (another shard or group of rows) into this one, in place; returns self."""
+        if other.channels != self.channels or other.cross != self.cross:
+            raise ValueError("can only merge RunningCovariances with the same channels and cross setting")
+        if other.comoment is None:
+            self.n_nonfinite += other.n_nonfinite.to(self.n_nonfinite.device)
+            return self
+        self._allocate(other.comoment.shape[-1], other.comoment.device)
+        dev = self.comoment.device
+        self.n_nonfinite += other.n_nonfinite.to(dev)
+        self._combine(slice(None), other.count.to(dev), other.mean_x.to(dev),
+                      None if other.mean_y is None else other.mean_y.to(dev), other.comoment.to(dev))
+        return self
+
+    def copy(self) -> RunningCovariance:
+        return RunningCovariance(self.channels, self.cross).load_state_dict(self.state_dict())
+
+    def covariance(self, channel: int) -> Float[Tensor, "d d"]:
+        """Sample covariance (ddof=1) of one channel; NaN below two rows or before any update."""
+        if self.comoment is None or self.count[channel] < 2:
+            d = 1 if self.comoment is None else self.comoment.shape[-1]
+            return torch.full((d, d), math.nan, dtype=torch.float64)
+        return self.comoment[channel] / (self.count[channel] - 1)
+
+    def state_dict(self) -> dict[str, Any]:
+        def cpu(t: Tensor | None) -> Tensor | None:
+            return None if t is None else t.cpu().clone()
+        return {"channels": self.channels, "cross": self.cross, "count": cpu(self.count),
+                "n_nonfinite": cpu(self.n_nonfinite), "mean_x": cpu(self.mean_x), "mean_y": cpu(self.mean_y),
+                "comoment": cpu(self.comoment)}
+
+    def load_state_dict(self, state: dict) -> RunningCovariance:
+        if int(state["channels"]) != self.channels or bool(state["cross"]) != self.cross:
+            raise ValueError("state does not match this RunningCovariance's channels and cross setting")
+        for name in ("count", "n_nonfinite", "mean_x", "mean_y", "comoment"):
+            value = state[name]
+            setattr(self, name, None if value is None else value.to(torch.float64).clone())
+        return self
+
+    @classmethod
+    def from_state_dict(cls, state: dict) -> RunningCovariance:
+        return cls(int(state["channels"]), bool(state["cross"])).load_state_dict(state)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -35,6 +35,7 @@ _EXPORTS = {
     'layer_modules': 'adapters',
     'mlp_modules': 'adapters',
     'mlp_down_modules': 'adapters',
+    'lens_modules': 'adapters',
     'DEFAULT_MODEL': 'registry',
     'RegistryEntry': 'registry',
     'REGISTRY': 'registry',

@@ -37,6 +37,7 @@ class SiteMap:
     notes: str = ""
     mlp_in: tuple[str, ...] = ("gate_proj", "up_proj")  # relative to the MLP; weights [d_mlp, d_model] (Linear)
     mlp_down: str = "down_proj"                         # relative to the MLP; its input = the neurons
+    unembed: str = "lm_head"                            # from the model root; final_norm's output -> logits
 
     @property
     def mlp_out_module(self) -> str:
@@ -71,7 +72,7 @@ _GPT2 = SiteMap(
           "transformers Conv1D (weight [in, out]): c_fc in, c_proj down")
 _TAPERED = SiteMap(
     layers="blocks", mlp="mlp", attn="attn", mlp_input_norm="ln2", post_mlp_norm=None, post_attn_norm=None,
-    final_norm="ln_final",
+    final_norm="ln_final", unembed="unembed",
     notes="interp.model.TaperedLM (ours): pre-RMSNorm SwiGLU, per-layer MLP widths; its HookPoints "
           "blocks.{l}.hook_* give the same sites by name")
 
@@ -165,3 +166,11 @@ def mlp_down_modules(model: Any) -> list[nn.Module]:
     """Each layer's MLP down projection (its input is the layer's neurons), in depth order."""
     _root, sites = root_and_sites(model)
     return [get_submodule(mlp, sites.mlp_down) for mlp in mlp_modules(model)]
+
+
+def lens_modules(model: Any) -> tuple[nn.Module, nn.Module]:
+    """(final norm, unembedding) of a model (any object `unwrap` accepts), as plain modules: a
+    TransformerBridge's wrapped components are unwrapped to the HF modules they hold."""
+    root, sites = root_and_sites(model)
+    found = [get_submodule(root, path) for path in (sites.final_norm, sites.unembed)]
+    return tuple(getattr(m, "original_component", m) for m in found)  # type: ignore[return-value]

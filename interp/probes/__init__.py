@@ -5,6 +5,8 @@ One module per job:
   names        the vocabulary (sites, metric names, backends, positions, references, dtypes); torch-free
   config       ProbeConfig: every probe option, declared once; torch-free (the CLI's flags come from it)
   metrics      the metric math (cosine, LayerOperands, METRICS)
+  lens         the logit lens (LogitLens: a reference forward, then one unembedding per layer)
+  population   covariance-based measures over all tokens (erank, participation, CKA; jackknife CIs)
   accumulator  NoveltyAccumulator: streaming per-layer statistics
   text         the text, its tokens and the token batches
   backends/    one module per way of reading activations (torch, transformer_lens, nnsight, hookpoints)
@@ -32,6 +34,11 @@ _EXPORTS = {
     'ALL_METRIC_NAMES': 'names',
     'OPTIONAL_METRICS': 'names',
     'METRIC_NAMES': 'names',
+    'GEOMETRY_METRICS': 'names',
+    'LENS_METRICS': 'names',
+    'POPULATION_METRICS': 'names',
+    'PER_TOKEN_METRICS': 'names',
+    'JACKKNIFE_GROUPS': 'names',
     # config (torch-free)
     'ProbeConfig': 'config',
     'parse_exclude_dims': 'config',
@@ -46,6 +53,9 @@ _EXPORTS = {
     'LayerOperands': 'metrics',
     'Metric': 'metrics',
     'METRICS': 'metrics',
+    # the opt-in measures: logit lens, population statistics
+    'LogitLens': 'lens',
+    'PopulationStats': 'population',
     # accumulator
     'QUANTILE_COLUMNS': 'accumulator',
     'NoveltyAccumulator': 'accumulator',

@@ -10,10 +10,15 @@ lives until that layer's resid_post arrives); what survives is O(layers x bins),
 Massive activations: exclude_dims zeroes residual dimensions in EVERY operand before any metric (a few
 dimensions orders of magnitude above the rest dominate every norm, so a cosine can mostly measure them);
 the rows' `reference` formula says so.
+
+Opt-in measures: the logit lens (interp.probes.lens; per token, needs `lens=` and a reference forward per
+batch through prepare()) and the population metrics (interp.probes.population; covariances over all
+tokens, a jackknife CI over groups of sequences). With a population metric every row gets `ci_method`.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -23,10 +28,12 @@ from torch import Tensor
 
 from interp.probes.config import check_dims, check_metrics
 from interp.probes.metrics import METRICS, LayerOperands
-from interp.probes.names import ALL_SITES, DEFAULT_EPS, METRIC_NAMES
+from interp.probes.names import ALL_SITES, DEFAULT_EPS, JACKKNIFE_GROUPS, LENS_METRICS, METRIC_NAMES, POPULATION_METRICS
+from interp.probes.population import FORMULAS, PopulationStats
 from interp.stats import DEFAULT_QUANTILES, RunningMoments
 
 QUANTILE_COLUMNS = tuple(f"q{round(q * 100):02d}" for q in DEFAULT_QUANTILES)  # q05 q25 q50 q75 q95
+PER_TOKEN_CI = "normal: mean -+ 1.96 sem over tokens"
 
 
 class NoveltyAccumulator:
@@ -42,31 +49,45 @@ class NoveltyAccumulator:
     exclude_dims: residual dimensions zeroed in every operand before any metric (massive activations);
     a copy is zeroed, never the model's own tensor.
 
-    Per batch: begin_batch(mask) -> feed(...) for every site of every layer -> end_batch(), which
-    raises if some metric of some layer never saw both operands (a hook that did not fire).
+    Per batch: begin_batch(mask) -> [prepare(ids, attention_mask), with a lens] -> feed(...) for every site
+    of every layer -> end_batch(), which raises if some metric of some layer never saw both operands (a
+    hook that did not fire).
+
+    lens: an interp.probes.lens.LogitLens, required by logit_lens_kl / logit_lens_top1.
+    jackknife_groups: groups of whole sequences for the population metrics' CI (memory grows with it).
     """
 
     def __init__(self, n_layers: int, metrics: Sequence[str] = METRIC_NAMES, dtype: torch.dtype = torch.float32,
-                 eps: float = DEFAULT_EPS, derive_attn_out: bool = False, exclude_dims: Sequence[int] = ()):
+                 eps: float = DEFAULT_EPS, derive_attn_out: bool = False, exclude_dims: Sequence[int] = (),
+                 lens: Any = None, jackknife_groups: int = JACKKNIFE_GROUPS):
         if n_layers < 1:
             raise ValueError(f"n_layers must be >= 1, got {n_layers}")
         self.n_layers = n_layers
         self.metrics = check_metrics(metrics)
+        self.token_metrics = tuple(m for m in self.metrics if m not in POPULATION_METRICS)
+        population = tuple(m for m in self.metrics if m in POPULATION_METRICS)
+        self.population = PopulationStats(n_layers, population, jackknife_groups) if population else None
+        if lens is None and set(LENS_METRICS) & set(self.metrics):
+            raise ValueError(f"metrics {[m for m in self.metrics if m in LENS_METRICS]} need the model's final norm "
+                             "and unembedding: pass lens=interp.probes.lens.LogitLens.for_model(model)")
+        self.lens = lens if set(LENS_METRICS) & set(self.metrics) else None
         self.dtype = dtype
         self.eps = eps
         self.derive_attn_out = derive_attn_out
         self.exclude_dims = check_dims(exclude_dims)
         self._exclude_index = torch.tensor(self.exclude_dims, dtype=torch.long)
         self.meta: dict[str, Any] = {}
-        self.moments = {m: RunningMoments(n_layers) for m in self.metrics}
-        self.hists = {m: METRICS[m].histogram(n_layers) for m in self.metrics}
+        self.moments = {m: RunningMoments(n_layers) for m in self.token_metrics}
+        self.hists = {m: METRICS[m].histogram(n_layers) for m in self.token_metrics}
         derived = {"block_out"} | ({"attn_out"} if derive_attn_out else set())
-        operands = {op for m in self.metrics for op in METRICS[m].operands}
+        operands = {op for m in self.token_metrics for op in METRICS[m].operands}
+        operands |= self.population.sites if self.population else set()
         self.needed_sites = ({op for op in operands if op not in derived}
                              | {src for op in operands & derived for src in LayerOperands.DERIVED[op]})
         self.n_batches = 0
         self.peak_live_tensors = 0  # most [batch, pos, d_model] activations held at once (memory test)
         self._mask: Tensor | None = None
+        self._rows = 0  # sequences in this batch (the population metrics' jackknife groups)
         self._live: dict[int, LayerOperands] = {}
         self._done: set[tuple[int, str]] = set()
 
@@ -74,8 +95,21 @@ class NoveltyAccumulator:
     def begin_batch(self, mask: Bool[Tensor, "batch pos"] | None = None) -> None:
         """mask: which tokens count (position filter and padding); None counts all."""
         self._mask = mask
+        self._rows = 0 if mask is None else mask.shape[0]
         self._live.clear()
         self._done.clear()
+        if self.population:
+            self.population.begin_batch(mask)
+
+    @property
+    def needs_reference(self) -> bool:
+        """Whether the backend must call prepare(ids, attention_mask) before each batch's hooked forward."""
+        return self.lens is not None
+
+    def prepare(self, ids: Tensor, attention_mask: Tensor | None = None) -> None:
+        """The logit lens' reference forward for this batch (with the backend's hooks gated off)."""
+        if self.lens is not None:
+            self.lens.reference(ids, attention_mask)
 
     def feed(self, layer: int, site: str, x: Float[Tensor, "batch pos d_model"]) -> None:
         """One activation of one layer, e.g. feed(3, "resid_pre", h). Unneeded sites are ignored."""
@@ -85,12 +119,16 @@ class NoveltyAccumulator:
             raise ValueError(f"layer={layer} out of range for n_layers={self.n_layers}")
         if site not in self.needed_sites:
             return
-        ops = self._live.setdefault(layer, LayerOperands(self.eps, self.derive_attn_out))
+        ops = self._live.setdefault(layer, LayerOperands(self.eps, self.derive_attn_out, self.lens))
         ops.tensors[site] = self._operand(x)
+        self._rows = self._rows or x.shape[0]
         for name, values in self._ready(layer, ops).items():
             self.add_values(layer, name, values)
+        if self.population:
+            self.population.feed(layer, ops)
         self.peak_live_tensors = max(self.peak_live_tensors, sum(len(o.tensors) for o in self._live.values()))
-        pending = {op for m in self.metrics if (layer, m) not in self._done for op in METRICS[m].operands}
+        pending = {op for m in self.token_metrics if (layer, m) not in self._done for op in METRICS[m].operands}
+        pending |= self.population.pending(layer) if self.population else set()
         ops.drop_except(pending)
         if not pending:
             del self._live[layer]
@@ -106,19 +144,22 @@ class NoveltyAccumulator:
 
     def reference(self, metric: str, layer: int) -> str:
         """The exact formula of one row, including the excluded dimensions."""
-        formula = METRICS[metric].reference(layer)
+        if metric in POPULATION_METRICS:
+            formula = FORMULAS[metric].format(l=layer)
+        else:
+            formula = METRICS[metric].reference(layer, *([self.lens.describe] if self.lens is not None else []))
         return f"{formula} excluding d_model dims {list(self.exclude_dims)}" if self.exclude_dims else formula
 
     def _ready(self, layer: int, ops: LayerOperands) -> dict[str, Float[Tensor, "batch pos"]]:
-        return {m: METRICS[m].fn(ops) for m in self.metrics
+        return {m: METRICS[m].fn(ops) for m in self.token_metrics
                 if (layer, m) not in self._done and all(ops.has(op) for op in METRICS[m].operands)}
 
     def values(self, layer: int, sites: dict[str, Tensor]) -> dict[str, Float[Tensor, "batch pos"]]:
-        """All metrics computable from `sites` at once, without touching the statistics (for backends that
-        reduce elsewhere, e.g. inside an nnsight trace); fold them in later with add_values."""
-        ops = LayerOperands(self.eps, self.derive_attn_out)
+        """All per-token metrics computable from `sites` at once, without touching the statistics (for a loop
+        that reduces elsewhere); fold them in later with add_values. The population metrics need feed()."""
+        ops = LayerOperands(self.eps, self.derive_attn_out, self.lens)
         ops.tensors.update({k: self._operand(v) for k, v in sites.items()})
-        return {m: METRICS[m].fn(ops) for m in self.metrics if all(ops.has(op) for op in METRICS[m].operands)}
+        return {m: METRICS[m].fn(ops) for m in self.token_metrics if all(ops.has(op) for op in METRICS[m].operands)}
 
     def add_values(self, layer: int, metric: str, values: Float[Tensor, "batch pos"]) -> None:
         """Fold per-token values of one metric of one layer into the running statistics."""
@@ -133,22 +174,36 @@ class NoveltyAccumulator:
         self._done.add((layer, metric))
 
     def end_batch(self) -> None:
-        missing = [(l, m) for l in range(self.n_layers) for m in self.metrics if (l, m) not in self._done]
+        missing = [(l, m) for l in range(self.n_layers) for m in self.token_metrics if (l, m) not in self._done]
+        missing += self.population.missing() if self.population else []
         self._live.clear()
         self._done.clear()
         self._mask = None
+        if self.lens is not None:
+            self.lens.clear()
+        if self.population:
+            self.population.end_batch(self._rows)
         if missing:
             layer, metric = missing[0]
+            needs = METRICS[metric].operands if metric in METRICS else "resid_pre/mlp_out/resid_post"
             raise RuntimeError(
                 f"{len(missing)} (layer, metric) pairs got no values this batch, e.g. {metric} of layer {layer} "
-                f"(needs sites {METRICS[metric].operands}): the backend's hooks did not fire there")
+                f"(needs sites {needs}): the backend's hooks did not fire there")
         self.n_batches += 1
 
     # -- results and persistence ----------------------------------------------------------------
     def summary(self) -> list[dict[str, Any]]:
         """One row per (layer, metric): mean, std, sem, ci_low, ci_high, q05..q95, n_tokens, n_nonfinite."""
         rows = []
+        population = self.population.summary() if self.population else {}
         for name in self.metrics:
+            if name in population:
+                rows += [{"layer": layer, "metric": name, "mean": r["mean"], "std": math.nan, "sem": r["sem"],
+                          "ci_low": r["ci_low"], "ci_high": r["ci_high"], **dict.fromkeys(QUANTILE_COLUMNS, math.nan),
+                          "n_tokens": r["n_tokens"], "n_nonfinite": r["n_nonfinite"],
+                          "reference": self.reference(name, layer), "ci_method": r["ci_method"]}
+                         for layer, r in enumerate(population[name])]
+                continue
             mom, hist = self.moments[name], self.hists[name]
             low, high = mom.ci95()
             quants = hist.quantiles(DEFAULT_QUANTILES)
@@ -158,6 +213,8 @@ class NoveltyAccumulator:
                 row.update({col: quants[layer, i].item() for i, col in enumerate(QUANTILE_COLUMNS)})
                 row.update(n_tokens=int(mom.n[layer].item()), n_nonfinite=int(mom.n_nonfinite[layer].item()),
                            reference=self.reference(name, layer))
+                if self.population:
+                    row["ci_method"] = PER_TOKEN_CI
                 rows.append(row)
         return rows
 
@@ -165,7 +222,8 @@ class NoveltyAccumulator:
         return {"n_layers": self.n_layers, "metrics": list(self.metrics), "n_batches": self.n_batches,
                 "meta": dict(self.meta), "exclude_dims": list(self.exclude_dims),
                 "moments": {m: s.state_dict() for m, s in self.moments.items()},
-                "hists": {m: h.state_dict() for m, h in self.hists.items()}}
+                "hists": {m: h.state_dict() for m, h in self.hists.items()},
+                **({"population": self.population.state_dict()} if self.population else {})}
 
     def load_state_dict(self, state: dict[str, Any]) -> NoveltyAccumulator:
         if (state["n_layers"] != self.n_layers or tuple(state["metrics"]) != self.metrics
@@ -173,9 +231,11 @@ class NoveltyAccumulator:
             raise ValueError("state does not match this accumulator's n_layers, metrics and exclude_dims")
         self.n_batches = int(state["n_batches"])
         self.meta = dict(state.get("meta", {}))
-        for m in self.metrics:
+        for m in self.token_metrics:
             self.moments[m].load_state_dict(state["moments"][m])
             self.hists[m].load_state_dict(state["hists"][m])
+        if self.population:
+            self.population.load_state_dict(state["population"])
         return self
 
     def merge(self, other: NoveltyAccumulator) -> NoveltyAccumulator:
@@ -183,9 +243,11 @@ class NoveltyAccumulator:
         if (other.n_layers != self.n_layers or other.metrics != self.metrics
                 or other.exclude_dims != self.exclude_dims):
             raise ValueError("can only merge NoveltyAccumulators with the same n_layers, metrics and exclude_dims")
-        for m in self.metrics:
+        for m in self.token_metrics:
             self.moments[m].merge(other.moments[m])
             self.hists[m].merge(other.hists[m])
+        if self.population:
+            self.population.merge(other.population)
         self.n_batches += other.n_batches
         return self
 

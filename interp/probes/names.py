@@ -18,8 +18,15 @@ POSITIONS = ("skip_first", "all")
 DTYPE_NAMES = dtype_names("float32", "float64")  # precision of the metric math (interp.probes.metrics.COMPUTE_DTYPES)
 DEFAULT_EPS = 1e-8
 
-# Every metric interp.probes.metrics.METRICS defines, in table order; the opt-in ones need extra sites.
+# Opt-in measures beyond the paper's (interp.probes.metrics, .lens, .population define them):
+GEOMETRY_METRICS = ("norm_ratio_attn", "norm_ratio_mlp_mid", "resid_growth", "angular_distance")  # per token
+LENS_METRICS = ("logit_lens_kl", "logit_lens_top1")  # per token; a reference forward + one unembedding per layer
+POPULATION_METRICS = ("mlp_erank", "mlp_participation", "cka_resid")  # over all tokens at once (covariances)
+
+# Every metric, in table order; METRIC_NAMES (the default set) is the paper's six, unchanged by the opt-in ones.
 ALL_METRIC_NAMES = ("rho_mlp", "rho_mlp_mid", "rho_block", "rho_attn", "norm_ratio", "block_influence",
-                    "rho_mlp_normed")
-OPTIONAL_METRICS = ("rho_mlp_normed",)  # opt-in: they need extra sites (see EXTRA_SITES)
+                    "rho_mlp_normed", *GEOMETRY_METRICS, *LENS_METRICS, *POPULATION_METRICS)
+OPTIONAL_METRICS = ("rho_mlp_normed", *GEOMETRY_METRICS, *LENS_METRICS, *POPULATION_METRICS)
 METRIC_NAMES = tuple(m for m in ALL_METRIC_NAMES if m not in OPTIONAL_METRICS)  # the default set
+PER_TOKEN_METRICS = tuple(m for m in ALL_METRIC_NAMES if m not in POPULATION_METRICS)  # interp.probes.metrics.METRICS
+JACKKNIFE_GROUPS = 8  # population metrics' CI: delete-a-group jackknife over this many groups of whole sequences

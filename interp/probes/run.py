@@ -22,7 +22,8 @@ from interp.probes.massive import _residual_abs_mean
 from interp.probes.metrics import COMPUTE_DTYPES
 from interp._util.errors import InputError
 from interp.probes.model_kinds import _model_label, _vocab_size
-from interp.probes.names import DEFAULT_EPS, METRIC_NAMES, POSITIONS
+from interp.probes.lens import LogitLens
+from interp.probes.names import DEFAULT_EPS, JACKKNIFE_GROUPS, LENS_METRICS, METRIC_NAMES, POSITIONS
 from interp.probes.table import to_frame
 from interp.probes.text import _bos_id, encode_text, load_text, text_sha256, token_batches
 
@@ -33,7 +34,8 @@ if TYPE_CHECKING:
 def accumulate(model: Any, batches: Iterable[Tensor | dict], backend: str = "torch",
                metrics: Sequence[str] = METRIC_NAMES, positions: str = "skip_first", dtype: str = "float32",
                eps: float = DEFAULT_EPS, reference: str = "raw",
-               exclude_massive_dims: int | Sequence[int] | None = None) -> NoveltyAccumulator:
+               exclude_massive_dims: int | Sequence[int] | None = None,
+               jackknife_groups: int = JACKKNIFE_GROUPS) -> NoveltyAccumulator:
     """Stream `batches` ([batch, pos] token tensors, or dicts with input_ids and attention_mask) through
     `model` and return the filled accumulator (merge it with others for sharded analyses).
 
@@ -43,6 +45,8 @@ def accumulate(model: Any, batches: Iterable[Tensor | dict], backend: str = "tor
     exclude_massive_dims: None (default); k, to zero the k dimensions of largest mean |resid_pre| in every
         operand (measured on a first pass over the same batches, so it costs a second forward); or a list
         of dimensions. acc.meta then holds excluded_dims (and the measured dims' mean |resid_pre|).
+    jackknife_groups: groups of whole sequences behind the population metrics' CI (mlp_erank,
+        mlp_participation, cka_resid; interp.probes.population); their memory grows with it.
     """
     if dtype not in COMPUTE_DTYPES:
         raise ValueError(f"dtype={dtype!r}: choose one of {tuple(COMPUTE_DTYPES)}")
@@ -68,8 +72,9 @@ def accumulate(model: Any, batches: Iterable[Tensor | dict], backend: str = "tor
     if exclude_massive_dims is not None:
         meta["exclude_massive_dims"] = k if k else "given"
         meta["excluded_dims"] = str(list(dims))
+    lens = LogitLens.for_model(model, COMPUTE_DTYPES[dtype]) if set(LENS_METRICS) & set(metrics) else None
     acc = NoveltyAccumulator(plan.n_layers, metrics, COMPUTE_DTYPES[dtype], eps, derive_attn_out=plan.derive_attn_out,
-                             exclude_dims=dims)
+                             exclude_dims=dims, lens=lens, jackknife_groups=jackknife_groups)
     acc.meta = meta
     plan.run(batches, acc, positions)
     return acc
@@ -78,11 +83,13 @@ def accumulate(model: Any, batches: Iterable[Tensor | dict], backend: str = "tor
 def probe_model(model: Any, batches: Iterable[Tensor | dict], backend: str = "torch",
                 metrics: Sequence[str] = METRIC_NAMES, positions: str = "skip_first", dtype: str = "float32",
                 eps: float = DEFAULT_EPS, reference: str = "raw",
-                exclude_massive_dims: int | Sequence[int] | None = None, **columns: Any) -> pd.DataFrame:
+                exclude_massive_dims: int | Sequence[int] | None = None, jackknife_groups: int = JACKKNIFE_GROUPS,
+                **columns: Any) -> pd.DataFrame:
     """Lower-level entry for notebooks and batch analysis: an already-loaded model and token batches in,
     the tidy table out (`columns` are added to every row, e.g. model="...", checkpoint="...").
-    reference / exclude_massive_dims: see accumulate()."""
-    acc = accumulate(model, batches, backend, metrics, positions, dtype, eps, reference, exclude_massive_dims)
+    reference / exclude_massive_dims / jackknife_groups: see accumulate()."""
+    acc = accumulate(model, batches, backend, metrics, positions, dtype, eps, reference, exclude_massive_dims,
+                     jackknife_groups)
     return to_frame(acc, **{"model": _model_label(model), **columns})
 
 

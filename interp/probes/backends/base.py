@@ -114,15 +114,37 @@ def _batch_parts(batch: Tensor | dict) -> tuple[Tensor, Tensor | None]:
     return batch, None
 
 
+class _Gate:
+    """Whether a backend's hooks feed the accumulator: shut while the logit lens' reference forward runs
+    through the same (hooked) modules, so it neither feeds twice nor stops at the last layer."""
+
+    def __init__(self) -> None:
+        self.open = True
+
+
+def _reference(acc: Any, ids: Tensor, attn: Tensor | None, gate: _Gate | None = None) -> None:
+    """acc.prepare(ids, attn) (a plain forward for the logit lens) when the accumulator asks for it."""
+    if not getattr(acc, "needs_reference", False):
+        return
+    if gate is not None:
+        gate.open = False
+    try:
+        acc.prepare(ids, attn)
+    finally:
+        if gate is not None:
+            gate.open = True
+
+
 def _drive(batches: Iterable, acc: Any, positions: str, device: torch.device,
-           forward: Callable[[Tensor, Tensor | None], Any]) -> None:
-    """The batch loop every hook backend shares: mask positions, run the forward (whose hooks feed
-    `acc` and stop it after the last layer), close the batch."""
+           forward: Callable[[Tensor, Tensor | None], Any], gate: _Gate | None = None) -> None:
+    """The batch loop every hook backend shares: mask positions, [the lens' reference forward, hooks shut
+    by `gate`], run the forward (whose hooks feed `acc` and stop it after the last layer), close the batch."""
     for batch in batches:
         ids, attn = _batch_parts(batch)
         ids = ids.to(device)
         attn = attn.to(device) if attn is not None else None
         acc.begin_batch(position_mask(ids, positions, attn))
+        _reference(acc, ids, attn, gate)
         try:
             forward(ids, attn)
         except _StopForward:

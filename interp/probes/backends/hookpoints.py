@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from interp.probes.backends.base import Backend, Plan, _drive, _StopForward
+from interp.probes.backends.base import Backend, Plan, _drive, _Gate, _StopForward
 from interp.probes.backends.targets import _MLP_IN_HOOK, _MLP_IN_MODULE, _hooked_mlp_modules, _hooked_n_layers
 from interp.probes.model_kinds import _is_bridge, _is_hooked_root, _model_device, _require_hf_source
 from interp.probes.names import SITES
@@ -47,18 +47,21 @@ def _run_hooked(model: Any, batches: Iterable, acc: Any, positions: str) -> None
 
     hooks = [(f"blocks.{l}.hook_{s}", reader(l, s)) for l in range(n) for s in SITES if s in acc.needed_sites]
     handles = []
+    gate = _Gate()  # run_with_hooks hooks exist only inside its call; the pre-hooks below outlive it
     if "mlp_in" in acc.needed_sites:
         if _MLP_IN_HOOK.format(l=0) in model.hook_dict:  # TransformerBridge
             hooks += [(_MLP_IN_HOOK.format(l=l), reader(l, "mlp_in")) for l in range(n)]
         else:  # TaperedLM: no HookPoint after ln2's gain; a pre-hook on the MLP module reads its input
-            handles = [m.register_forward_pre_hook(lambda mod, args, l=l: acc.feed(l, "mlp_in", args[0]))
+            handles = [m.register_forward_pre_hook(lambda mod, args, l=l: acc.feed(l, "mlp_in", args[0])
+                                                   if gate.open else None)
                        for l, m in enumerate(_hooked_mlp_modules(model, n))]
     # a bridge forwards attention_mask to the HF model; our TaperedLM has none (right padding only)
     pass_mask = _is_bridge(model)
     try:
         _drive(batches, acc, positions, _model_device(model),
                lambda ids, attn: model.run_with_hooks(
-                   ids, fwd_hooks=hooks, **({"attention_mask": attn} if pass_mask and attn is not None else {})))
+                   ids, fwd_hooks=hooks, **({"attention_mask": attn} if pass_mask and attn is not None else {})),
+               gate)
     finally:
         for h in handles:
             h.remove()

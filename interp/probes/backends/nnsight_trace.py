@@ -1,5 +1,5 @@
-"""backend="nnsight": one trace per batch; the per-token metrics are computed inside the trace on the real
-tensors and only the [batch, pos] results are saved. Sites are the module-hook ones (targets.py)."""
+"""backend="nnsight": one trace per batch; the accumulator is fed inside the trace on the real tensors and
+reduces them there, so only its statistics outlive a layer. Sites are the module-hook ones (targets.py)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,8 @@ from collections.abc import Iterable
 from typing import Any
 
 import torch
-from torch import Tensor
 
-from interp.probes.backends.base import Backend, Plan, _batch_parts, _first, _Target
+from interp.probes.backends.base import Backend, Plan, _batch_parts, _first, _reference, _Target
 from interp.probes.backends.targets import module_plan
 from interp.probes.backends.torch_hooks import _run_torch
 from interp.probes.model_kinds import _is_hooked_root, _model_device
@@ -37,8 +36,9 @@ class Nnsight(Backend):
 
 
 def _run_nnsight(target: _Target, batches: Iterable, acc: Any, positions: str) -> None:
-    """One trace per batch; the metric math runs inside the trace on the real tensors and only the
-    [batch, pos] results are saved. Sites are touched in forward order (nnsight 0.8 requires it)."""
+    """One trace per batch; the accumulator is fed inside the trace on the real tensors, as the hook
+    backends feed it, so nothing the size of an activation is saved out of it. Sites are touched in
+    forward order (nnsight 0.8 requires it). The logit lens' reference forward runs before the trace."""
     import nnsight
 
     lm = target.wrapper if target.wrapper is not None else nnsight.NNsight(target.root)
@@ -46,21 +46,16 @@ def _run_nnsight(target: _Target, batches: Iterable, acc: Any, positions: str) -
     for batch in batches:
         ids, attn = _batch_parts(batch)
         ids = ids.to(device)
-        saved: list[dict[str, Tensor]] = []  # created outside the trace, filled inside it
-        kwargs = {} if attn is None or _is_hooked_root(target.root) else {"attention_mask": attn.to(device)}
+        attn = attn.to(device) if attn is not None else None
+        acc.begin_batch(position_mask(ids, positions, attn))
+        _reference(acc, ids, attn)
+        kwargs = {} if attn is None or _is_hooked_root(target.root) else {"attention_mask": attn}
         with torch.no_grad(), lm.trace(ids, **kwargs) as tracer:
             for layer, layer_sites in enumerate(target.sites):
-                got = {}
                 for s in layer_sites:
                     envoy = _envoy(lm, s.module)
-                    got[s.site] = envoy.input if s.kind == "input" else _first(envoy.output)
-                saved.append({m: nnsight.save(v) for m, v in acc.values(layer, got).items()})
-                del got  # only the [batch, pos] metric values outlive the layer
+                    acc.feed(layer, s.site, envoy.input if s.kind == "input" else _first(envoy.output))
             tracer.stop()  # nothing after the last layer is needed
-        acc.begin_batch(position_mask(ids, positions, attn))
-        for layer, vals in enumerate(saved):
-            for metric, v in vals.items():
-                acc.add_values(layer, metric, v)
         acc.end_batch()
 
 

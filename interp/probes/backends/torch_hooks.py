@@ -8,7 +8,7 @@ from typing import Any
 
 from torch import Tensor
 
-from interp.probes.backends.base import Backend, Plan, _drive, _first, _StopForward, _Target
+from interp.probes.backends.base import Backend, Plan, _drive, _first, _Gate, _StopForward, _Target
 from interp.probes.backends.targets import module_plan
 from interp.probes.model_kinds import _is_hooked_root, _model_device
 
@@ -27,9 +27,12 @@ def _run_torch(target: _Target, batches: Iterable, acc: Any, positions: str) -> 
     """Plain nn.Module hooks: pre-hooks read inputs, forward hooks read outputs; nothing is cached."""
     last = (target.n_layers - 1, "resid_post")
     handles = []
+    gate = _Gate()
 
     def reader(layer: int, site: str, kind: str) -> Callable:
         def read(x: Tensor) -> None:
+            if not gate.open:
+                return
             acc.feed(layer, site, x)
             if (layer, site) == last:
                 raise _StopForward
@@ -48,7 +51,7 @@ def _run_torch(target: _Target, batches: Iterable, acc: Any, positions: str) -> 
         pass_mask = not _is_hooked_root(target.root)
         _drive(batches, acc, positions, _model_device(target.root),
                lambda ids, attn: target.root(ids, **({"attention_mask": attn} if pass_mask and attn is not None
-                                                      else {})))
+                                                      else {})), gate)
     finally:
         for h in handles:
             h.remove()
