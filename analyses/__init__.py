@@ -44,6 +44,7 @@ ANALYSES: list[str] = [
     "schedule_sweep",
     "pretrained_ablation",
     "architectures",
+    "novelty_vs_causal",
 ]
 
 REQUIRED_ATTRIBUTES = ("NAME", "OUTPUTS", "Config", "compute", "render")
