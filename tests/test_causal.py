@@ -291,3 +291,16 @@ def test_plot_names_a_missing_metric():
     both = pd.concat([layers, layers.assign(metric="delta_loss_skip_mlp", mean=[1.0, 0.01])], ignore_index=True)
     fig = plot_novelty_vs_causal(both, corr)
     assert "+0.50 [+0.10, +0.90]" in fig.axes[0].get_title()
+
+
+@pytest.mark.integration
+def test_registry_name_and_gguf_file_give_the_same_causal_rows():
+    from interp import hf
+
+    if not hf.REGISTRY["smollm2-135m"].installed():
+        pytest.skip(hf.REGISTRY["smollm2-135m"].pip_command)
+    tables = [probes.probe(spec, tokens=64, seq_len=32, batch_size=2, metrics=("rho_mlp",), causal=True)
+              for spec in ("smollm2-135m", str(hf.REGISTRY["smollm2-135m"].locate()))]
+    rows = [t[t.metric.str.startswith("delta_loss")].reset_index(drop=True) for t in tables]
+    assert len(rows[0]) == 3 * 30 and rows[0]["mean"].abs().max() > 0
+    pd.testing.assert_series_equal(rows[0]["mean"], rows[1]["mean"], check_exact=True)
