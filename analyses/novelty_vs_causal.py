@@ -11,8 +11,9 @@ delta_loss_skip_mlp would support the paper's reading (more reinforcing, less ne
 
 Budget: 1 + 3 x n_layers forwards per model plus the probe passes: 91 for SmolLM2, 55 for Gemma3 over
 16 x 128 tokens (the pretrained ablation's eval budget), 19 for each 6-layer tiny run over 64 x 256 tokens.
-About 25 min on 2 quiet cores, over an hour on a shared machine, hence HEAVY: `interp figures --recompute`
-re-renders the stored tables; `interp figures --only novelty_vs_causal --recompute` recomputes.
+Measured: ~20 min of CPU time on one thread (an hour wall on 2 cores shared with other jobs: SmolLM2 and
+Gemma3 ~28 min each, a tiny run 2.5 min), more than `make figures` affords, hence HEAVY: `interp figures
+--recompute` re-renders the stored tables; `interp figures --only novelty_vs_causal --recompute` recomputes.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from analyses import novelty_pretrained, novelty_tapered, outputs, read_table, w
 from interp.probes.config import ProbeConfig
 
 NAME = "novelty_vs_causal"
-HEAVY = True  # ~25 min on 2 quiet cores (see the module docstring): more than `make figures` affords
+HEAVY = True  # ~20 min of CPU time (see the module docstring): more than `make figures` affords
 TABLE = "novelty_vs_causal.csv"                 # one row per model, measure and causal kind
 LAYERS_TABLE = "novelty_vs_causal_layers.csv"   # the probe tables: correlational + causal rows per layer
 FIGURE = "novelty_vs_causal.png"
@@ -36,7 +37,7 @@ PRETRAINED = ("smollm2-135m", "gemma3-270m")
 
 
 def _pretrained_probe() -> ProbeConfig:
-    # 16 sequences x 128 tokens: a Student-t CI with 15 degrees of freedom, 91 forwards of SmolLM2 in ~6 min
+    # 16 sequences x 128 tokens (the pretrained ablation's eval budget): a Student-t CI with 15 degrees of freedom
     return ProbeConfig(tokens=2048, seq_len=128, batch_size=8, backend="torch", reference="normed", causal=True)
 
 

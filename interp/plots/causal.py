@@ -73,10 +73,14 @@ def _forest(ax: Axes, corr: pd.DataFrame, measures: Sequence[str], causals: Sequ
         ax.plot(rows["spearman_rho"].to_numpy(float), ys, "o", ms=3.5, color=color,
                 label=CAUSAL_TITLES.get(causal, causal))
     ax.axvline(0.0, color="black", lw=0.6, alpha=0.5)
+    if "n_layers" in corr.columns and len(corr):
+        # the bootstrap resamples sequences, not layers: this band is what chance alone gives across L layers
+        null = 1.96 / np.sqrt(max(int(corr["n_layers"].iloc[0]) - 1, 1))
+        ax.axvspan(-null, null, color="#999999", alpha=0.15, lw=0, label="|ρ| < 1.96 / √(L − 1)")
     ax.set_yticks(range(len(measures)), measures)
     ax.invert_yaxis()
     ax.set_xlim(-1.05, 1.05)
-    ax.set_xlabel("Spearman ρ across layers (95% bootstrap CI over sequences)")
+    ax.set_xlabel("Spearman ρ across layers")
 
 
 @_styled
@@ -106,7 +110,8 @@ def plot_novelty_vs_causal(layers: pd.DataFrame, corr: pd.DataFrame, measure: st
     if points is not None:
         fig.colorbar(points, ax=axes[0, :].tolist(), label="depth l / (L - 1)", shrink=0.8)
     handles, names = axes[1, 0].get_legend_handles_labels()
-    fig.legend(handles, names, loc="outside lower center", ncol=len(names), title="causal effect")
+    fig.legend(handles, names, loc="outside lower center", ncol=len(names),
+               title="causal effect (95% percentile-bootstrap CI over sequences); grey: chance level across layers")
     fig.suptitle(f"Does a correlational measure predict a layer's causal importance? "
                  f"({METRIC_TITLES.get(measure, measure)} vs Δ loss)")
     return fig
