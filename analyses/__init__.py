@@ -45,6 +45,7 @@ ANALYSES: list[str] = [
     "pretrained_ablation",
     "architectures",
     "derived_taper",
+    "novelty_vs_causal",
 ]
 
 REQUIRED_ATTRIBUTES = ("NAME", "OUTPUTS", "Config", "compute", "render")

@@ -508,3 +508,34 @@ def with_variant(df: pd.DataFrame) -> pd.DataFrame:
     if "variant" in df.columns:
         return df.assign(variant=df["variant"].fillna(DEFAULT_VARIANT).astype(str))
     return df.assign(variant=DEFAULT_VARIANT)
+
+
+def bootstrap_spearman(x: np.ndarray, y: np.ndarray, n_boot: int = 2000, confidence: float = 0.95,
+                       seed: int = 0) -> tuple[float, float, float]:
+    """(rho, ci_low, ci_high): Spearman correlation across points (layers) of two curves that are means over
+    units (sequences), with a percentile bootstrap over the units.
+
+    x, y: [n_units, n_points] per-unit values, paired (row i of both comes from the same unit). rho is the
+    Spearman r of the column means; each of the n_boot draws resamples the units with replacement
+    (np.random.default_rng(seed).integers(0, n_units, (n_boot, n_units)), the SAME rows for x and y), takes
+    the column means again and their Spearman r. The CI is the (1 -+ confidence) / 2 percentiles (numpy's
+    linear interpolation) of the finite draws (a draw whose curve is constant has no rank correlation);
+    NaN bounds with fewer than 2 units or no finite draw.
+    """
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    if x.ndim != 2 or x.shape != y.shape:
+        raise ValueError(f"bootstrap_spearman: x and y must be [n_units, n_points] of one shape, got "
+                         f"{x.shape} and {y.shape}")
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"bootstrap_spearman: confidence must be in (0, 1), got {confidence}")
+    rho = spearman_r(x.mean(0), y.mean(0))
+    n_units = x.shape[0]
+    if n_units < 2 or n_boot < 1:
+        return rho, math.nan, math.nan
+    idx = np.random.default_rng(seed).integers(0, n_units, (n_boot, n_units))
+    draws = np.array([spearman_r(x[i].mean(0), y[i].mean(0)) for i in idx])
+    draws = draws[np.isfinite(draws)]
+    if draws.size == 0:
+        return rho, math.nan, math.nan
+    low, high = np.percentile(draws, [100 * (1 - confidence) / 2, 100 * (1 + confidence) / 2])
+    return rho, float(low), float(high)

@@ -28,6 +28,9 @@ Scores are streamed: the pre-hook reduces each batch to per-neuron sums at once;
     conditions.py  Condition, build_conditions, removals, ablated (the hooks)
     loss.py        per-sequence losses, paired deltas with t-CIs
     run.py         run_pretrained_ablation: the experiment and its tidy table (COLUMNS)
+    layers.py      per-layer causal effects: MLP skipped / mean-ablated, attention skipped (LayerEffects)
+    causal_table.py  those as rows of the probe table (`interp probe --causal`), the join, and the Spearman
+                   correlations of correlational with causal profiles (bootstrap CI over sequences)
 
 Names are exported lazily (interp._util.lazy): importing the package imports no submodule."""
 
@@ -56,6 +59,19 @@ _EXPORTS = {
     'COLUMNS': 'run',
     'split_sequences': 'run',
     'run_pretrained_ablation': 'run',
+    'CAUSAL_KINDS': 'layers',
+    'CAUSAL_METRICS': 'layers',
+    'LayerEffects': 'layers',
+    'layer_ablated': 'layers',
+    'mlp_out_means': 'layers',
+    'layer_effects': 'layers',
+    'JOIN_KEYS': 'causal_table',
+    'causal_frame': 'causal_table',
+    'sequence_profiles': 'causal_table',
+    'add_causal_rows': 'causal_table',
+    'causal_data': 'causal_table',
+    'joined': 'causal_table',
+    'correlations': 'causal_table',
 }
 
 __getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)

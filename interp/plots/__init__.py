@@ -48,6 +48,8 @@ _EXPORTS = {
     'group_color': 'ablation',
     'random_summary': 'ablation',
     'plot_capacity_ablation': 'ablation',
+    'CAUSAL_TITLES': 'causal',
+    'plot_novelty_vs_causal': 'causal',
 }
 
 __getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)

@@ -63,6 +63,8 @@ class ProbeConfig:
         "pass), or a comma list of dims", parse=parse_exclude_dims, metavar="K|D[,D]")
     eps: float = option(DEFAULT_EPS, "floor of |a||b| in every cosine (a zero vector gives 0, not NaN)")
     tokenizer: str | None = option(None, "tokenizer name for interp.data.get_tokenizer, overriding the model's own")
+    causal: bool = option(False, "also the causal rows (interp.ablations.layers): per layer, delta loss when its "
+                          "MLP is skipped, mean-ablated, or its attention skipped; 1 + 3 x n_layers more forwards")
 
     def __post_init__(self) -> None:
         if isinstance(self.text, os.PathLike):

@@ -179,6 +179,10 @@ def probe(model: Any = "smollm2-135m", text: str | Path | None = None, *, config
     probe_s = time.perf_counter() - start
     df = to_frame(acc, model=label, checkpoint=checkpoint, seq_len=cfg.seq_len, prepend_bos=cfg.prepend_bos,
                   text_source=text_source, text_sha256=text_sha256(text_str))
+    if cfg.causal:  # the same model, tokens and positions: rows that join the correlational ones
+        from interp.ablations.causal_table import add_causal_rows
+
+        df = add_causal_rows(df, model_obj, batches, cfg)
     n_positions = sum(b.numel() for b in batches)
     df.attrs["timing"] = {"load_s": load_s, "probe_s": probe_s, "positions": n_positions,
                           "positions_per_s": n_positions / probe_s if probe_s else float("nan")}

@@ -1,0 +1,167 @@
+"""The causal rows of a probe table (`interp probe --causal`): interp.ablations.layers' per-layer effects as
+rows of the correlational table's own format, for the same model, tokens and positions, so the two join on
+everything but `metric`; and, across layers, the Spearman correlation of each correlational measure with
+each causal one, with a bootstrap CI over sequences.
+
+Rows (TABLE_COLUMNS of interp.probes.table): metric = delta_loss_skip_mlp | delta_loss_mean_mlp |
+delta_loss_skip_attn; mean / std / sem / ci_low / ci_high / q05..q95 are over the per-sequence paired
+deltas (nats; Student-t CI); n_tokens = predicted tokens (n_sequences x (seq_len - 1)); reference = the
+exact intervention; hook_sites = the module hooked; n_sequences and clean_loss are added. Every column that
+is constant over the correlational rows (model, checkpoint, text, positions, seq_len, backend, ...) is
+copied, except the massive-dimension ones (the interventions exclude no dimension).
+
+The bootstrap needs per-sequence values on both sides: sequence_profiles reruns the probe one sequence at
+a time (one more forward over the same tokens, against the 1 + 3 x n_layers of the causal rows), and the
+mean over sequences of those profiles is the table's mean (every sequence has as many counted tokens).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+from jaxtyping import Int
+from torch import Tensor
+
+from interp.ablations.layers import CAUSAL_KINDS, CAUSAL_METRICS, LayerEffects, layer_effects
+from interp.ablations.loss import paired_delta
+from interp.probes.accumulator import QUANTILE_COLUMNS
+from interp.stats import DEFAULT_QUANTILES, bootstrap_spearman
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from interp.probes.config import ProbeConfig
+
+# What the rows of one model and layer share with the correlational rows: join on these.
+JOIN_KEYS = ("model", "checkpoint", "layer", "n_layers", "depth", "positions", "seq_len", "prepend_bos",
+             "text_source", "text_sha256")
+# Per-row columns (never copied from the correlational rows) and the massive-dimension settings (not true of
+# an intervention).
+_ROW_COLUMNS = ("layer", "depth", "metric", "mean", "std", "sem", "ci_low", "ci_high", *QUANTILE_COLUMNS,
+                "n_tokens", "n_nonfinite", "reference", "hook_sites")
+_CORRELATIONAL_ONLY = ("exclude_massive_dims", "excluded_dims", "excluded_dims_mean_abs", "median_dim_mean_abs",
+                       "reference_mode")
+
+
+def _intervention(kind: str, layer: int, effects: LayerEffects) -> str:
+    what = {"skip_mlp": "MLP output := 0",
+            "mean_mlp": f"MLP output := its mean over the {effects.mean_tokens} probe tokens (positions="
+                        f"{effects.positions}, same sequences, clean pass)",
+            "skip_attn": "attention output := 0"}[kind]
+    return (f"loss(layer {layer} {what}, every position) - clean loss; per sequence = mean CE (nats, fp32 logits) "
+            f"over its {effects.predicted} predicted tokens; mean, quantiles and Student-t CI over "
+            f"{effects.n_sequences} sequences")
+
+
+def causal_frame(effects: LayerEffects, like: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
+    """The causal rows in the format of `like` (the correlational rows of the same run)."""
+    import pandas as pd
+
+    constant = {c: like[c].iloc[0] for c in like.columns
+                if c not in _ROW_COLUMNS and c not in _CORRELATIONAL_ONLY and like[c].nunique(dropna=False) <= 1}
+    if "n_layers" in constant and int(constant["n_layers"]) != effects.n_layers:
+        raise ValueError(f"causal rows: the model has {effects.n_layers} layers in the adapter table but the probe "
+                         f"table has {constant['n_layers']}: they must be the same model")
+    rows = []
+    for kind in effects.ablated:
+        deltas = effects.deltas(kind)                                    # [n_layers, n_seq]
+        quantiles = torch.quantile(deltas, torch.tensor(DEFAULT_QUANTILES, dtype=deltas.dtype), dim=1)
+        for layer in range(effects.n_layers):
+            d = deltas[layer]
+            mean, low, high = paired_delta(effects.ablated[kind][layer], effects.clean, confidence)
+            std = float(d.std(correction=1)) if d.numel() > 1 else math.nan
+            rows.append({**constant, "layer": layer, "depth": layer / max(effects.n_layers - 1, 1),
+                         "metric": CAUSAL_METRICS[kind], "mean": mean, "std": std,
+                         "sem": std / math.sqrt(d.numel()), "ci_low": low, "ci_high": high,
+                         **{col: float(quantiles[i, layer]) for i, col in enumerate(QUANTILE_COLUMNS)},
+                         "n_tokens": effects.n_sequences * effects.predicted,
+                         "n_nonfinite": int((~torch.isfinite(d)).sum()),
+                         "reference": _intervention(kind, layer, effects), "hook_sites": effects.sites.get(kind, ""),
+                         "n_sequences": effects.n_sequences, "clean_loss": float(effects.clean.mean())})
+    df = pd.DataFrame(rows)
+    first = [c for c in like.columns if c in df.columns]
+    return df[first + [c for c in df.columns if c not in first]]
+
+
+def _excluded_dims(df: pd.DataFrame) -> list[int]:
+    """The massive dimensions the correlational rows excluded (their `excluded_dims` column), or []."""
+    if "excluded_dims" not in df.columns or df["excluded_dims"].isna().all():
+        return []
+    return list(json.loads(str(df["excluded_dims"].dropna().iloc[0])))
+
+
+def sequence_profiles(model: Any, batches: Sequence[Int[Tensor, "batch pos"]], cfg: ProbeConfig,
+                      exclude_dims: Sequence[int] = ()) -> dict[str, np.ndarray]:
+    """{metric: [n_layers, n_seq]}: each correlational metric's per-layer mean over each sequence alone,
+    with the probe settings of `cfg` (exclude_dims: the dimensions the whole-table pass measured)."""
+    from interp.probes.run import accumulate
+
+    means: list[dict[str, Tensor]] = []
+    for batch in batches:
+        for seq in batch.split(1):
+            acc = accumulate(model, [seq], cfg.backend, cfg.metrics, cfg.positions, cfg.dtype, cfg.eps,
+                             cfg.reference, list(exclude_dims) or None)
+            means.append({m: acc.moments[m].mean.double().cpu() for m in acc.metrics})
+    return {m: torch.stack([s[m] for s in means], 1).numpy() for m in means[0]}
+
+
+def add_causal_rows(df: pd.DataFrame, model: Any, batches: Sequence[Int[Tensor, "batch pos"]], cfg: ProbeConfig,
+                    log: Callable[[str], None] | None = None) -> pd.DataFrame:
+    """`df` (the correlational rows of `model` over `batches`) with the causal rows appended. attrs["causal"]
+    holds the per-sequence data for correlations() (JSON-able, read back by causal_data) and its seconds."""
+    import pandas as pd
+
+    start = time.perf_counter()
+    batches = list(batches)
+    effects = layer_effects(model, batches, cfg.positions, CAUSAL_KINDS, log=log)
+    profiles = sequence_profiles(model, batches, cfg, _excluded_dims(df))
+    attrs = dict(df.attrs)
+    out = pd.concat([df, causal_frame(effects, df)], ignore_index=True)
+    out.attrs = {**attrs, "causal": {**effects.to_dict(), "profiles": {m: v.tolist() for m, v in profiles.items()},
+                                     "seconds": time.perf_counter() - start}}
+    return out
+
+
+def causal_data(df: pd.DataFrame) -> tuple[LayerEffects, dict[str, np.ndarray]]:
+    """(effects, profiles) that add_causal_rows left in df.attrs["causal"] (a parquet file keeps them, a CSV
+    does not): the per-sequence input of correlations()."""
+    data = df.attrs.get("causal")
+    if not data:
+        raise ValueError("the table carries no per-sequence causal data (attrs['causal']): probe with causal=True "
+                         "(`interp probe --causal`), and read it back from parquet, not CSV")
+    return LayerEffects.from_dict(data), {m: np.asarray(v, dtype=float) for m, v in data["profiles"].items()}
+
+
+def joined(df: pd.DataFrame, value: str = "mean") -> pd.DataFrame:
+    """One row per model and layer, one column per metric (correlational and causal side by side)."""
+    keys = [k for k in JOIN_KEYS if k in df.columns]
+    wide = df.groupby([*keys, "metric"], dropna=False, sort=False)[value].first().unstack("metric")
+    wide = wide[list(dict.fromkeys(df["metric"]))]  # the table's metric order, not alphabetical
+    wide.columns.name = None
+    return wide.reset_index().sort_values(keys, kind="stable", ignore_index=True)
+
+
+def correlations(effects: LayerEffects, profiles: dict[str, np.ndarray], n_boot: int = 2000,
+                 confidence: float = 0.95, seed: int = 0) -> pd.DataFrame:
+    """Across layers: Spearman rho of each correlational measure's profile with each causal delta, with a
+    percentile bootstrap CI over sequences (interp.stats.bootstrap_spearman; the same resampled sequences
+    for every pair). One row per (measure, causal)."""
+    import pandas as pd
+
+    rows = []
+    for measure, x in profiles.items():
+        if x.shape != (effects.n_layers, effects.n_sequences):
+            raise ValueError(f"profile {measure!r} is {x.shape}, expected (n_layers, n_sequences) = "
+                             f"{(effects.n_layers, effects.n_sequences)}: not the same sequences")
+        for kind in effects.ablated:
+            rho, low, high = bootstrap_spearman(x.T, effects.deltas(kind).numpy().T, n_boot, confidence, seed)
+            rows.append({"measure": measure, "causal": CAUSAL_METRICS[kind], "spearman_rho": rho, "ci_low": low,
+                         "ci_high": high, "n_layers": effects.n_layers, "n_sequences": effects.n_sequences,
+                         "n_boot": n_boot, "confidence": confidence})
+    return pd.DataFrame(rows)
