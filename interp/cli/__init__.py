@@ -16,7 +16,7 @@ import traceback
 from interp._util.errors import EXIT_INTERRUPTED, EXIT_USAGE, USER_ERRORS, debug_requested, one_line
 
 # Module names under interp.cli, in the order they appear in --help.
-COMMAND_MODULES = ("train", "probe", "models", "ablate", "sweep", "batch", "figures")
+COMMAND_MODULES = ("train", "probe", "models", "ablate", "sweep", "batch", "eval", "figures")
 
 
 def build_parser() -> argparse.ArgumentParser:
