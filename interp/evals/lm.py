@@ -149,17 +149,30 @@ class InterpLM(TemplateLM):
                                      f"tokens cannot be scored in a context of {self.max_length}")
                 inputs.append((context + continuation)[-(self.max_length + 1):][:-1])
             logits = self._forward(inputs)
-            for (request, context, continuation), row, scored in zip(chunk, inputs, logits, strict=True):
+            # every continuation position of the batch at once: one log-softmax, one argmax, one gather
+            rows, cols, spans, targets = [], [], [], []
+            for j, ((_, _, continuation), row) in enumerate(zip(chunk, inputs, strict=True)):
                 n = len(continuation)
-                # log-softmax of the continuation positions only: the same numbers, a fraction of the work
-                scores = F.log_softmax(scored[len(row) - n:len(row)].to(self.softmax_dtype), dim=-1)[None]
-                greedy = scores.argmax(dim=-1)
+                spans.append((len(cols), n))
+                rows.extend([j] * n)
+                cols.extend(range(len(row) - n, len(row)))
+                targets.extend(continuation)
+            scores = F.log_softmax(logits[rows, cols].to(self.softmax_dtype), dim=-1)      # [positions, vocab]
+            greedy = scores.argmax(dim=-1).tolist()
+            picked = scores.gather(1, torch.tensor(targets, device=scores.device)[:, None])[:, 0]
+            sums = torch.zeros(len(chunk), dtype=scores.dtype, device=scores.device).index_add_(
+                0, torch.tensor(rows, device=scores.device), picked).tolist()
+            for j, ((request, context, continuation), (start, n)) in enumerate(zip(chunk, spans, strict=True)):
+                span = scores[start:start + n][None]
                 for request_str, tokens, hit in collator.get_cache(req_str=request, cxt_toks=context,
-                                                                  cont_toks=continuation, logits=scores):
-                    target = torch.tensor(tokens, dtype=torch.long, device=hit.device)[None]
-                    m = target.shape[1]
-                    logprob = float(torch.gather(hit[:, -m:], 2, target[..., None]).sum())
-                    answer = (logprob, bool((greedy[:, -m:] == target).all()))
+                                                                  cont_toks=continuation, logits=span):
+                    m = len(tokens)
+                    if tokens is continuation:       # the request this row was built for
+                        logprob = sums[j]
+                    else:                            # another choice sharing context + continuation[:-1]
+                        index = torch.tensor(tokens, dtype=torch.long, device=hit.device)
+                        logprob = float(hit[0, -m:].gather(1, index[:, None]).sum())
+                    answer = (logprob, greedy[start + n - m:start + n] == list(tokens))
                     results.append(answer)
                     if request_str is not None:
                         self.cache_hook.add_partial("loglikelihood", request_str, answer)
