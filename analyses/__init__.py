@@ -44,6 +44,8 @@ ANALYSES: list[str] = [
     "schedule_sweep",
     "pretrained_ablation",
     "architectures",
+    "downstream",
+    "niah",
 ]
 
 REQUIRED_ATTRIBUTES = ("NAME", "OUTPUTS", "Config", "compute", "render")

@@ -51,9 +51,9 @@ def test_eval_over_a_run_dir_writes_one_row_per_checkpoint_task_metric_then_skip
     steps = df.drop_duplicates("checkpoint").set_index("checkpoint")["step"]
     assert steps[str(run / "checkpoints" / "step_000002")] == 2 and steps[str(run)] != steps[str(run)]  # final: NaN
     assert len(steps) == 3
-    assert set(zip(df["task"], df["metric"])) == {("piqa", "acc"), ("piqa", "acc_norm"),
-                                                  ("wiki_heldout", "word_perplexity"),
-                                                  ("wiki_heldout", "byte_perplexity"), ("wiki_heldout", "bits_per_byte")}
+    assert set(zip(df["task"], df["metric"])) == {
+        ("piqa", "acc"), ("piqa", "acc_norm"), ("wiki_heldout", "word_perplexity"),
+        ("wiki_heldout", "byte_perplexity"), ("wiki_heldout", "bits_per_byte")}
     piqa = df[df["task"] == "piqa"].iloc[0]
     assert piqa["n"] == 2 and piqa["n_docs"] == 1838 and piqa["limit"] == 2 and piqa["num_fewshot"] == 0
     assert 0 <= piqa["value"] <= 1 and piqa["stderr"] >= 0 and len(piqa["data_sha256"]) == 64

@@ -25,8 +25,10 @@ def test_samples_are_deterministic_fit_their_length_and_hold_the_needle(task):
         value = s["outputs"][0]
         assert s["input"].count(value) == 1 and s["length"] <= s["max_length"]
         assert s["length"] > s["max_length"] - 40                    # grown until it (nearly) fills the length
-        assert f"for {s['key']} is: {value}." in s["input"] and s["gen_prefix"].endswith("mentioned in the provided text is")
-        assert s["input"].startswith("A special magic ") and s["input"].rstrip().endswith("mentioned in the provided text?")
+        assert f"for {s['key']} is: {value}." in s["input"]
+        assert s["gen_prefix"].endswith("mentioned in the provided text is")
+        assert s["input"].startswith("A special magic ")
+        assert s["input"].rstrip().endswith("mentioned in the provided text?")
     kinds = {"niah_single_1": r"\d{7}", "niah_single_2": r"\d{7}", "niah_single_3": r"[0-9a-f-]{36}"}
     assert all(re.fullmatch(kinds[task], s["outputs"][0]) for s in samples)
     assert [s["depth"] for s in samples[:4]] == [0.0, 0.1, 0.2, 0.3]

@@ -182,7 +182,8 @@ class InterpLM(TemplateLM):
         """Total log-likelihood of each text over lm-eval's disjoint rolling windows of max_length tokens."""
         windows, counts = [], []
         for (text,) in [req.args for req in requests]:
-            pairs = lm_utils.get_rolling_token_windows(token_list=self.tok_encode(text), prefix_token=self.prefix_token_id,
+            pairs = lm_utils.get_rolling_token_windows(token_list=self.tok_encode(text),
+                                                       prefix_token=self.prefix_token_id,
                                                        max_seq_len=self.max_length, context_len=1)
             found = [(None, *lm_utils.make_disjoint_window(pair)) for pair in pairs]
             windows.extend(found)
@@ -211,7 +212,8 @@ class InterpLM(TemplateLM):
             until = handle_stop_sequences(kwargs.pop("until", None), eos=eos)
             max_gen = int(kwargs.pop("max_gen_toks"))
             if max_gen >= self.max_length:
-                raise InputError(f"max_gen_toks={max_gen} leaves no room for a prompt in a context of {self.max_length}")
+                raise InputError(f"max_gen_toks={max_gen} leaves no room for a prompt in a context of "
+                                 f"{self.max_length}")
             prompts = [self.tok_encode(c)[-(self.max_length - max_gen):] for c in contexts]
             texts = self._greedy(prompts, until, max_gen)
             for context, kw, text in zip(contexts, all_kwargs, texts, strict=True):
@@ -237,7 +239,8 @@ class InterpLM(TemplateLM):
                 if not live:
                     break
             for j, i in enumerate(members):
-                texts[i] = postprocess_generated_text(self.tok_decode(rows[j][start:]), stop=until, think_end_token=None)
+                texts[i] = postprocess_generated_text(self.tok_decode(rows[j][start:]), stop=until,
+                                                      think_end_token=None)
         return texts
 
     def _stopped(self, generated: list[int], until: list[str]) -> bool:

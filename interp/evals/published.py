@@ -19,7 +19,7 @@ class Published:
     metric: str          # our metric column ("acc" / "acc_norm"), in [0, 1]
     value: float         # in [0, 1]
     setup: str           # how it was measured
-    source: str
+    reference: str       # where it was published
 
 
 SMOLLM2_CARD = "https://huggingface.co/HuggingFaceTB/SmolLM2-135M-Instruct (model card, Evaluation)"
@@ -49,5 +49,5 @@ PUBLISHED: tuple[Published, ...] = (
 
 
 def published_rows() -> list[dict[str, object]]:
-    """PUBLISHED as table rows (model, task, metric, value, setup, source)."""
+    """PUBLISHED as table rows (model, task, metric, value, setup, reference)."""
     return [p.__dict__.copy() for p in PUBLISHED]

@@ -56,6 +56,7 @@ class EvalTarget:
     checkpoint: str = ""  # our checkpoint's path ("" for pretrained models)
     run: str = ""
     step: float = math.nan
+    label: str = ""       # our checkpoints' config.json label ("uniform", "cosine 1.5->0.5")
     batch_target: Any = None   # interp.probes.batch.Target of a path (hashes its weights)
 
     def model_key(self) -> str:
@@ -87,7 +88,7 @@ def expand_targets(models: list[str]) -> list[EvalTarget]:
             found = [EvalTarget(spec, "registry", spec)]
         elif Path(spec).expanduser().exists():
             found = [EvalTarget(str(t.path), t.kind, t.run or t.label or t.path.name,
-                                str(t.path) if t.kind == "checkpoint" else "", t.run, t.step, t)
+                                str(t.path) if t.kind == "checkpoint" else "", t.run, t.step, t.label, t)
                      for t in expand_paths([spec])]
         else:
             ref = resolve_model(spec)   # a hub id; anything else raises with the fix
@@ -225,7 +226,8 @@ class EvalRunner:
         from interp._util.provenance import git_commit, hardware
         from interp.evals.data import data_source
 
-        return {"model": target.model, "checkpoint": target.checkpoint, "run": target.run, "step": target.step,
+        return {"model": target.model, "checkpoint": target.checkpoint, "run": target.run, "label": target.label,
+                "step": target.step,
                 "kind": target.kind, "task": task, "num_fewshot": self.cfg.num_fewshot,
                 "limit": self.cfg.limit if self.cfg.limit is not None else math.nan, "status": "ok", "error": "",
                 "data_source": "interp.evals.niah (generated)" if task in NIAH_VARIANTS else data_source(task),

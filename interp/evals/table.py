@@ -1,7 +1,8 @@
 """lm-eval results -> the tidy table: one row per model x task x metric (x context length x needle depth for
 the needle-in-a-haystack tasks), with stderr, n, provenance; the paper's 8-task average; merging parts.
 
-Columns (TABLE_COLUMNS): model, checkpoint, run, step, kind, task, metric, value, stderr, n, n_docs,
+Columns (TABLE_COLUMNS): model, checkpoint, run, label (our checkpoints' config.json label, e.g. "uniform"),
+step, kind, task, metric, value, stderr, n, n_docs,
 num_fewshot, limit, context_length, depth, status, error, task_version, data_source, data_sha256,
 lm_eval_version, versions, hardware, git_commit, key, model_key, elapsed_s.
 status is "ok", "failed" (error says why; the pair is retried by a rerun) or "skipped" (a needle length
@@ -21,8 +22,8 @@ from interp.evals.tasks import PAPER_AVERAGE, PAPER_METRICS
 if TYPE_CHECKING:
     import pandas as pd
 
-TABLE_COLUMNS = ("model", "checkpoint", "run", "step", "kind", "task", "metric", "value", "stderr", "n", "n_docs",
-                 "num_fewshot", "limit", "context_length", "depth", "status", "error", "task_version",
+TABLE_COLUMNS = ("model", "checkpoint", "run", "label", "step", "kind", "task", "metric", "value", "stderr", "n",
+                 "n_docs", "num_fewshot", "limit", "context_length", "depth", "status", "error", "task_version",
                  "data_source", "data_sha256", "lm_eval_version", "versions", "hardware", "git_commit", "key",
                  "model_key", "elapsed_s")
 SORT_COLUMNS = ("run", "model", "step", "checkpoint", "task", "metric", "context_length", "depth")
@@ -135,7 +136,8 @@ def merge(out: str | Path, csv: bool = False) -> pd.DataFrame:
     files = sorted(parts_dir(out).glob("*.parquet"))
     frames = [pd.read_parquet(f) for f in files]
     df = pd.concat([f for f in frames if len(f)], ignore_index=True) if frames else frame([], {}).iloc[:0]
-    df = df[df["task"] != PAPER_AVERAGE]
+    df = df[df["task"] != PAPER_AVERAGE].reindex(columns=list(TABLE_COLUMNS))   # parts of older tables
+    df["label"] = df["label"].fillna("")
     average = paper_average(df)
     if len(average):
         df = pd.concat([df, average], ignore_index=True)
