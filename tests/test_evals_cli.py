@@ -185,3 +185,15 @@ def test_smollm2_on_lambada_through_interp_eval_matches_lm_evals_simple_evaluate
                                      bootstrap_iters=0)["results"]["lambada_openai"]
     assert ours["acc"] == theirs["acc,none"]
     assert math.isclose(ours["perplexity"], theirs["perplexity,none"], rel_tol=1e-6)
+
+
+def test_the_interp_model_class_is_registered_and_loads_a_checkpoint_dir(tmp_path, bpe):
+    from lm_eval.api.registry import get_model
+
+    from interp.evals.lm import InterpLM
+
+    assert get_model("interp") is InterpLM
+    lm = InterpLM(pretrained=str(english_checkpoint(tmp_path / "ckpt", bpe)), batch_size="4")
+    assert lm.max_length == 256 and lm.batch_size == 4 and lm.tok_encode("the cat") == lm.tokenizer.encode("the cat")
+    with pytest.raises(ValueError, match="not one of our checkpoints"):
+        InterpLM(pretrained="smollm2-135m")

@@ -11,8 +11,9 @@ loglikelihood_rolling uses lm-eval's rolling windows (get_rolling_token_windows 
 context_len 1); generate_until decodes greedily with the stop strings (and EOS), as HFLM does, recomputing
 the whole prefix each step (our model keeps no KV cache) and batching prompts of equal length.
 
-    lm = InterpLM(model=tapered_lm, tokenizer=text_tokenizer, batch_size=8)
-    lm_eval --model interp --model_args pretrained=runs/cosine --include_path interp/evals/tasks --tasks piqa
+    lm = InterpLM(model=tapered_lm, tokenizer=text_tokenizer, batch_size=8)   # or InterpLM(pretrained="runs/x")
+    lm_eval.simple_evaluate(model=lm, tasks=["piqa"], task_manager=interp.evals.task_manager(), limit=50)
+Importing this module registers the class as lm-eval model "interp" (lm_eval.api.registry.get_model("interp")).
 """
 
 from __future__ import annotations
