@@ -221,7 +221,7 @@ def _naive_spearman(a: list[float], b: list[float]) -> float:
 def _naive_percentile(values: list[float], q: float) -> float:
     s = sorted(values)
     pos = q / 100 * (len(s) - 1)
-    lo = int(math.floor(pos))
+    lo = math.floor(pos)
     return s[lo] + (s[min(lo + 1, len(s) - 1)] - s[lo]) * (pos - lo)
 
 

@@ -43,16 +43,20 @@ CAUSAL_KINDS = ("skip_mlp", "mean_mlp", "skip_attn")
 CAUSAL_METRICS = {kind: f"delta_loss_{kind}" for kind in CAUSAL_KINDS}  # the table's metric names
 
 
+def _per_layer(model: Any, which: str) -> list[nn.Module]:
+    """Per layer, the module the model's SiteMap names by its property `which` (layer-relative)."""
+    sites = root_and_sites(model)[1]
+    return [get_submodule(layer, getattr(sites, which)) for layer in layer_modules(model)]
+
+
 def mlp_out_modules(model: Any) -> list[nn.Module]:
     """Per layer, the module whose output is what the MLP adds to the stream (hook_mlp_out)."""
-    _root, sites = root_and_sites(model)
-    return [get_submodule(layer, sites.mlp_out_module) for layer in layer_modules(model)]
+    return _per_layer(model, "mlp_out_module")
 
 
 def attn_out_modules(model: Any) -> list[nn.Module]:
     """Per layer, the module whose output (or output[0]) is what attention adds to the stream (hook_attn_out)."""
-    _root, sites = root_and_sites(model)
-    return [get_submodule(layer, sites.attn_out_module) for layer in layer_modules(model)]
+    return _per_layer(model, "attn_out_module")
 
 
 def site_names(model: Any) -> dict[str, str]:
