@@ -5,8 +5,9 @@ length and needle depth for S-NIAH-1/2/3 (interp.evals.niah: RULER's recipe, gen
 
 compute() runs `interp eval --tasks niah` over the installed registry models into a resumable table under runs/,
 and stores the per-length and per-depth rows in figures/niah.csv. Lengths beyond a model's context are skipped
-with a note (SmolLM2: 8,192; Gemma-3-270m: 32,768). Answers are at most ~25 tokens (a UUID), so 32 generated
-tokens (not RULER's 128) cost the CPU a quarter of the decoding and change no score.
+with a note (SmolLM2: 8,192; Gemma-3-270m: 32,768). The longest answer, a UUID, is 33-35 tokens in SmolLM2's
+tokenizer (every digit is a token), so 64 generated tokens (not RULER's 128) leave it room and halve the
+decoding; 32 would cut UUIDs short and score S-NIAH-3 as failed whatever the model knows (measured).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ class Config:
     models: tuple[str, ...] = option(("smollm2-135m", "gemma3-270m"), "registry models (skipped if not installed)")
     lengths: tuple[int, ...] = option((1024, 2048, 4096), "context lengths in each model's tokens")
     samples: int = option(11, "samples per length (one per needle depth 0.0, 0.1, ..., 1.0)")
-    gen_tokens: int = option(32, "tokens generated per question")
+    gen_tokens: int = option(64, "tokens generated per question (a UUID needs ~35)")
     out: str = option("runs/eval/niah.parquet", "the resumable interp eval table (relative: to the repo root)")
 
 
