@@ -272,23 +272,33 @@ def test_lens_metrics_need_a_lens_and_population_stats_check_their_names():
 # A tiny HF Llama: module-hook sites (attn_out derived), lm_head / model.norm from the SiteMap
 # --------------------------------------------------------------------------------------------------
 
-def hf_naive(model, toks):
-    layers = model.model.layers
-    acts: dict[tuple[int, str], torch.Tensor] = {}
-    handles = []
-    for l, layer in enumerate(layers):
-        handles += [
-            layer.register_forward_pre_hook(lambda m, a, k, l=l: acts.__setitem__((l, "resid_pre"), a[0] if a else k["hidden_states"]), with_kwargs=True),
-            layer.post_attention_layernorm.register_forward_pre_hook(lambda m, a, l=l: acts.__setitem__((l, "resid_mid"), a[0])),
-            layer.mlp.register_forward_hook(lambda m, a, o, l=l: acts.__setitem__((l, "mlp_out"), o)),
-            layer.register_forward_hook(lambda m, a, o, l=l: acts.__setitem__((l, "resid_post"), o[0] if isinstance(o, tuple) else o)),
-        ]
+def capture(module, kind: str, store: dict, key) -> torch.utils.hooks.RemovableHandle:
+    """A hook keeping the module's first input ("in") or its (first) output ("out") in store[key]."""
+    first = lambda x: x[0] if isinstance(x, tuple) else x  # noqa: E731
+    if kind == "in":
+        return module.register_forward_pre_hook(
+            lambda m, args, kwargs: store.__setitem__(key, args[0] if args else kwargs["hidden_states"]), with_kwargs=True)
+    return module.register_forward_hook(lambda m, args, out: store.__setitem__(key, first(out)))
+
+
+def logits_with(model, toks: torch.Tensor, handles: list) -> torch.Tensor:
+    """The model's float64 logits from one forward; the hooks `handles` are removed afterwards."""
     try:
         with torch.no_grad():
-            logits = model(toks).logits.double()
+            return model(toks).logits.double()
     finally:
         for h in handles:
             h.remove()
+
+
+def hf_naive(model, toks):
+    """Per layer {site: float64 activation} of a Llama from hooks written here (module names, not the SiteMap)."""
+    acts: dict[tuple[int, str], torch.Tensor] = {}
+    where = lambda layer: {"resid_pre": (layer, "in"), "resid_mid": (layer.post_attention_layernorm, "in"),  # noqa: E731
+                           "mlp_out": (layer.mlp, "out"), "resid_post": (layer, "out")}
+    layers = model.model.layers
+    logits = logits_with(model, toks, [capture(module, kind, acts, (l, site)) for l, layer in enumerate(layers)
+                                       for site, (module, kind) in where(layer).items()])
     out = []
     for l in range(len(layers)):
         a = {s: acts[(l, s)].double() for s in ("resid_pre", "resid_mid", "mlp_out", "resid_post")}
@@ -347,16 +357,9 @@ def test_logit_lens_on_other_architectures_matches_full_vocab_math(arch):
         model.lm_head.weight.mul_(30)
     layers, norm = ((model.transformer.h, model.transformer.ln_f) if arch == "GPT2LMHeadModel"
                     else (model.model.layers, model.model.norm))
-    outs = {}
-    handles = [layer.register_forward_hook(lambda m, a, o, l=l: outs.__setitem__(l, o[0] if isinstance(o, tuple) else o))
-               for l, layer in enumerate(layers)]
+    outs: dict[int, torch.Tensor] = {}
     toks = tokens()
-    try:
-        with torch.no_grad():
-            logits = model(toks).logits.double()
-    finally:
-        for h in handles:
-            h.remove()
+    logits = logits_with(model, toks, [capture(layer, "out", outs, l) for l, layer in enumerate(layers)])
     df = probes.probe_model(model, [toks], backend="torch", metrics=LENS_METRICS, dtype="float64")
     for l in range(len(layers)):
         lens = naive_final_norm(arch, norm, outs[l].double()) @ model.lm_head.weight.double().T
