@@ -27,8 +27,9 @@ NAME = "downstream"
 HEAVY = True   # ~1 h per pretrained model at --limit 200 on 2 loaded cores (see docs/evals.md)
 TABLE, FIGURE = "downstream.csv", "downstream.png"
 OUTPUTS = outputs(TABLE, FIGURE)
-COLUMNS = ("source", "model", "label", "checkpoint", "task", "metric", "value", "stderr", "n", "limit", "setup",
+COLUMNS = ("source", "model", "kind", "label", "checkpoint", "task", "metric", "value", "stderr", "n", "limit", "setup",
            "reference")
+PRETRAINED_COLORS = ("#1f77b4", "#2ca02c", "#8c564b", "#e377c2")   # schedule colours (red, grey) stay ours
 ACCURACY_TASKS = ("lambada_openai", "piqa", "hellaswag", "winogrande", "arc_easy", "arc_challenge", "social_iqa",
                   "boolq", "paper_avg8")
 
@@ -63,18 +64,25 @@ def targets(cfg: Config) -> list[str]:
 
 
 def figure_rows(table: pd.DataFrame) -> pd.DataFrame:
-    """The accuracy rows of an interp eval table (one metric per task: the paper's), plus the published numbers."""
+    """The accuracy rows of an interp eval table (acc and acc_norm) and the published numbers; the figure shows
+    each task's paper metric (PAPER_METRICS), so a published number in the other accuracy is in the table only."""
     from interp.evals.published import published_rows
+
+    ok = table[(table["status"] == "ok") & table["task"].isin(ACCURACY_TASKS) & table["context_length"].isna()]
+    ours = ok[ok["metric"].isin(("acc", "acc_norm"))]
+    rows = ours.assign(source="ours", setup="lm-eval 0.4.13, 0-shot, interp eval", reference="")
+    published = pd.DataFrame(published_rows()).assign(source="published", kind="published", label="", checkpoint="",
+                                                       stderr=float("nan"), n=0, limit=float("nan"))
+    both = pd.concat([rows, published], ignore_index=True)
+    return both[list(COLUMNS)]
+
+
+def paper_metric_rows(df: pd.DataFrame) -> pd.DataFrame:
+    """The rows in each task's paper metric (interp.evals.tasks.PAPER_METRICS; the average: acc)."""
     from interp.evals.tasks import PAPER_METRICS
 
     metric = {**PAPER_METRICS, "paper_avg8": "acc"}
-    ok = table[(table["status"] == "ok") & table["task"].isin(ACCURACY_TASKS) & table["context_length"].isna()]
-    ours = ok[[metric[t] == m for t, m in zip(ok["task"], ok["metric"])]]
-    rows = ours.assign(source="ours", setup="lm-eval 0.4.13, 0-shot, interp eval", reference="")
-    published = pd.DataFrame(published_rows()).assign(source="published", label="", checkpoint="", stderr=float("nan"),
-                                                       n=0, limit=float("nan"))
-    both = pd.concat([rows, published], ignore_index=True)
-    return both[list(COLUMNS)]
+    return df[[metric.get(t) == m for t, m in zip(df["task"], df["metric"])]]
 
 
 def compute(cfg: Config, figures_dir: Path) -> None:
@@ -91,17 +99,23 @@ def compute(cfg: Config, figures_dir: Path) -> None:
 
 
 def plot_downstream(df: pd.DataFrame):
-    """One panel per task: each model's accuracy with a 95% interval (1.96 stderr), published numbers as x."""
+    """One panel per task: each model's accuracy in the paper's metric with a 95% interval (1.96 stderr), published
+    numbers in the same metric as x."""
     import matplotlib
     from matplotlib.figure import Figure
 
     from interp.plots.style import STYLE, color_for
 
+    df = paper_metric_rows(df)
     tasks = [t for t in ACCURACY_TASKS if t in set(df["task"])]
     ours = df[df["source"] == "ours"]
     series = list(dict.fromkeys(ours["label"].where(ours["label"] != "", ours["model"])))
+    ours_names = ours["label"].where(ours["label"] != "", ours["model"])
+    pretrained = list(dict.fromkeys(ours_names[ours["kind"] != "checkpoint"]))
+    colors = {s: (PRETRAINED_COLORS[pretrained.index(s) % len(PRETRAINED_COLORS)] if s in pretrained
+                  else color_for(s, i)) for i, s in enumerate(series)}
     with matplotlib.rc_context(STYLE):
-        fig = Figure(figsize=(2.2 * len(tasks), 3.4))
+        fig = Figure(figsize=(2.2 * len(tasks), 3.6), layout="constrained")
         axes = fig.subplots(1, len(tasks), squeeze=False)[0]
         for ax, task in zip(axes, tasks):
             rows = ours[ours["task"] == task]
@@ -110,10 +124,10 @@ def plot_downstream(df: pd.DataFrame):
                 picked = rows[names == name]
                 if len(picked):
                     value, err = picked["value"].mean(), 1.96 * picked["stderr"].mean()
-                    ax.errorbar([i], [value], yerr=[err], fmt="o", color=color_for(name, i), capsize=3)
+                    ax.errorbar([i], [value], yerr=[err], fmt="o", color=colors[name], capsize=3)
                 published = df[(df["source"] == "published") & (df["task"] == task) & (df["model"] == name)]
                 for _, p in published.iterrows():
-                    ax.plot([i + 0.15], [p["value"]], "x", color=color_for(name, i), markersize=7)
+                    ax.plot([i + 0.15], [p["value"]], "x", color=colors[name], markersize=7)
             ax.set_xticks(range(len(series)), series, rotation=60, ha="right")
             ax.set_xlim(-0.6, len(series) - 0.4)
             ax.set_title(task.replace("_openai", "").replace("paper_avg8", "avg (8)"))
