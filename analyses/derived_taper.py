@@ -23,7 +23,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
@@ -147,13 +146,3 @@ def render(figures_dir: Path) -> list[Path]:
     profile = read_table(figures_dir, PROFILE_TABLE, NAME)
     return [save_figure(plot_derived_taper(summary, runs[runs["status"] == "done"], profile),
                         Path(figures_dir) / FIGURE)]
-
-
-def describe(summary: pd.DataFrame) -> dict[str, Any]:
-    """Per variant: paired change vs uniform and vs cosine, and whether the 95% CI excludes 0."""
-    out = {}
-    for row in summary.itertuples():
-        out[row.variant] = {k: getattr(row, k, None) for k in (
-            "n_seeds", "val_ppl_mean", "rel_val_ppl_pct_mean", "rel_val_ppl_pct_ci_low", "rel_val_ppl_pct_ci_high",
-            "rel_val_ppl_pct_mean_vs_cosine", "rel_val_ppl_pct_ci_low_vs_cosine", "rel_val_ppl_pct_ci_high_vs_cosine")}
-    return out

@@ -6,14 +6,11 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
+from interp.plots.experiments import _error
 from interp.plots.style import _require_columns, _styled, color_for
 
 DERIVED_COLUMNS = ("variant", "label", "n_seeds", "params", "widths", "val_ppl_mean", "val_ppl_ci_low",
                    "val_ppl_ci_high", "rel_val_ppl_pct_mean", "rel_val_ppl_pct_ci_low", "rel_val_ppl_pct_ci_high")
-
-
-def _error(mean: pd.Series, low: pd.Series, high: pd.Series) -> np.ndarray:
-    return np.vstack([(mean - low).to_numpy(), (high - mean).to_numpy()])
 
 
 @_styled
