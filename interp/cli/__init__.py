@@ -19,7 +19,7 @@ from interp._util.errors import EXIT_INTERRUPTED, EXIT_USAGE, USER_ERRORS, debug
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a tool killed by a closed pipe
 
 # Module names under interp.cli, in the order they appear in --help.
-COMMAND_MODULES = ("train", "probe", "models", "ablate", "sweep", "batch", "eval", "figures", "export", "taper")
+COMMAND_MODULES = ("train", "probe", "models", "ablate", "sweep", "batch", "eval", "figures", "export", "taper", "data")
 
 
 def build_parser() -> argparse.ArgumentParser:
