@@ -23,7 +23,7 @@ if __package__ in (None, ""):  # run as a file: make `benchmarks` and `interp` i
 
 from benchmarks.common import DEFAULT_THREADS, RESULTS_FILE, update_results
 
-BENCHMARKS = ("hooks", "train", "probes")  # the default set, cheapest first: a broken setup fails fast
+BENCHMARKS = ("hooks", "train", "probes", "evals")  # the default set, cheapest first: a broken setup fails fast
 OPTIONAL = ("mixers",)  # only with --only: bench_mixers (every token mixer) takes ~10 min more on its own
 
 

@@ -103,3 +103,34 @@ def test_refusals_change_nothing(run_dir, tmp_path, capsys):
     save_checkpoint(tmp_path / "titans", tiny_lm(mixer="gated_attention"), {})
     assert _export(tmp_path / "titans", tmp_path / "y") == 2
     assert "does not export" in capsys.readouterr().err and not (tmp_path / "y").exists()
+
+
+def test_lm_eval_scores_an_export_as_it_scores_the_checkpoint(tmp_path):
+    """lm-eval's own HF model class accepts an export, both as `interp eval EXPORT` (HFLM around the model the
+    toolkit loads) and as `lm_eval --model hf --model_args pretrained=EXPORT,trust_remote_code=True` would (HFLM
+    given the path), and scores it as our own model class scores the checkpoint."""
+    pytest.importorskip("lm_eval")
+    import pandas as pd
+
+    from interp.cli import main
+    from interp.evals.data import DOCS_LIMIT
+    from interp.evals.run import lm_evaluate
+    from tests.test_evals_fixtures import english_bpe, english_checkpoint
+
+    run = english_checkpoint(tmp_path / "run", english_bpe(tmp_path / "bpe" / "tokenizer.json"))
+    assert _export(run, tmp_path / "hf") == 0
+    values = {}
+    for label, spec in (("ckpt", run), ("hf", tmp_path / "hf")):
+        out = tmp_path / f"{label}.parquet"
+        assert main(["eval", str(spec), "--tasks", "piqa,lambada", "--limit", "3", "--out", str(out)]) == 0
+        df = pd.read_parquet(out)
+        assert set(df["status"]) == {"ok"}
+        values[label] = df.set_index(["task", "metric"])["value"].sort_index()
+    pd.testing.assert_series_equal(values["ckpt"], values["hf"], atol=1e-4, rtol=1e-4)  # fp32, other RoPE order
+
+    from lm_eval.models.huggingface import HFLM
+
+    by_path = HFLM(pretrained=str(tmp_path / "hf"), trust_remote_code=True, batch_size=2, device="cpu")
+    got = lm_evaluate(by_path, "piqa", {DOCS_LIMIT: 3}, limit=3, bootstrap_iters=0)["results"]["piqa"]
+    assert got["acc,none"] == pytest.approx(values["ckpt"][("piqa", "acc")])
+    assert got["acc_norm,none"] == pytest.approx(values["ckpt"][("piqa", "acc_norm")])
