@@ -165,3 +165,16 @@ def summarize(hits: Sequence[Hit], docs: Sequence[Document], source_of, index: E
                          "eval_docs_touched_by_train_pct": round(100 * len(touched_train) / max(index.n_docs[name], 1),
                                                                  2)})
     return rows
+
+
+def corpus_overlap(source: str, index: EvalIndex | None = None, val_fraction: float = 0.05
+                   ) -> tuple[list[dict], list[Hit]]:
+    """(summary rows, hits) of every document of a corpus (a name or path, interp.data.load_documents) against
+    the evaluation sets; ``docs_overlapping_train`` counts the documents in its train split at val_fraction."""
+    from interp.data.corpora import load_documents, split_documents
+
+    docs = load_documents(source)
+    index = index or build_index(eval_texts())
+    hits = scan(docs, index)
+    train, _ = split_documents(docs, val_fraction)
+    return summarize(hits, docs, lambda _: source, index, {d.id for d in train}), hits

@@ -1,10 +1,12 @@
 """The ``english`` corpus: every clean offline English source, chunked, deduplicated and decontaminated, cached.
 
 Recipe (docs/corpus.md has the numbers; a change of any step changes the cache key and the corpus hash):
-1. each source of SOURCE_ORDER (interp.data.sources) read; ids become ``<source>/<id>``; a document longer than
-   MAX_DOC_CHARS is cut by interp.data.corpora.chunk_text into ``<source>/<id>#<k>`` (paragraph groups of
-   ~4,000 characters: the hash split then spreads every book over train and val, and a contaminated passage
-   costs one chunk, not a whole novel);
+1. each source of SOURCE_ORDER (interp.data.sources) read. Wiki articles keep their id and text exactly, so
+   the hash split puts each one on the same side as in the ``wiki`` corpus: the wiki_heldout evaluation (the
+   wiki val split) stays unseen by a model trained on ``english``'s train split. Other ids become
+   ``<source>/<id>``, and a document longer than MAX_DOC_CHARS is cut by interp.data.corpora.chunk_text into
+   ``<source>/<id>#<k>`` (paragraph groups of ~4,000 characters: the hash split then spreads every book over
+   train and val, and a contaminated passage costs one chunk, not a whole novel);
 2. exact and near duplicates dropped (interp.data.dedup), earlier sources first: wiki wins over the rest;
 3. every document sharing a 13-gram with an evaluation set dropped (interp.data.contamination);
 4. the rest sorted by id; the usual hash split by document id applies (interp.data.corpora.split_documents).
@@ -37,14 +39,22 @@ _RECIPE_MODULES = ("corpora", "sources", "rlazy", "ngrams", "dedup", "contaminat
 
 
 def source_of(doc_id: str) -> str:
-    """The source of a document id of this corpus (the part before the first '/')."""
-    return doc_id.split("/", 1)[0]
+    """The source of a document id of this corpus: the part before the first '/' when that names a source,
+    else wiki (whose ids are article titles, kept as they are)."""
+    head = doc_id.split("/", 1)[0]
+    return head if head in SOURCES and head != "wiki" and "/" in doc_id else "wiki"
 
 
 def source_documents(name: str) -> list[Document]:
     """One source's documents with corpus ids (prefixed, long ones chunked), sorted by id."""
     source = SOURCES[name]
     source.check()
+    if name == "wiki":  # verbatim: same ids, so the same split as the wiki corpus
+        docs = source.read()
+        clash = [d.id for d in docs if source_of(d.id) != "wiki"]
+        if clash:
+            raise ValueError(f"wiki article {clash[0]!r} looks like an id of another source; rename the prefix")
+        return sorted(docs, key=lambda d: d.id)
     out = []
     for doc in source.read():
         if len(doc.text) <= MAX_DOC_CHARS:
