@@ -22,6 +22,16 @@ SOURCES=(
 )
 
 note() { echo "text assets: $*" >&2; }
+UPDATED=0
+download() {  # apt-get download, after one 'apt-get update' (root only) if the package lists are stale or empty
+    apt-get download -q "$1" >/dev/null 2>>apt.err && return 0
+    if [[ $UPDATED == 0 && $(id -u) == 0 ]]; then
+        UPDATED=1
+        apt-get update -qq >/dev/null 2>>apt.err || true
+        apt-get download -q "$1" >/dev/null 2>>apt.err && return 0
+    fi
+    return 1
+}
 
 fetch() {  # fetch NAME "pkg=ver ..." "sha ..." -> extracted into $WORK/NAME/root
     local name=$1 root=$WORK/$1/root; local -a pkgs=($2) shas=($3)
@@ -29,8 +39,8 @@ fetch() {  # fetch NAME "pkg=ver ..." "sha ..." -> extracted into $WORK/NAME/roo
     local i pkg deb
     for i in "${!pkgs[@]}"; do
         pkg=${pkgs[$i]}
-        if ! apt-get download -q "$pkg" >/dev/null 2>apt.err; then
-            if [[ ${shas[$i]:-} == "-" ]] && apt-get download -q "${pkg%%=*}" >/dev/null 2>>apt.err; then
+        if ! download "$pkg"; then
+            if [[ ${shas[$i]:-} == "-" ]] && download "${pkg%%=*}"; then
                 note "$name: $pkg is gone from the mirror; using its current version (the corpus hash changes)"
             else
                 note "$name: SKIPPED: apt-get download $pkg failed ($(tail -n1 apt.err)); run 'apt-get update' and rerun scripts/setup.sh"
