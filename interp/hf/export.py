@@ -1,58 +1,105 @@
 """Export one of our checkpoints as a Hugging Face folder (`interp export RUN_DIR --hf OUT_DIR`).
 
 The folder holds config.json (a TaperedLlamaConfig: Llama fields + `intermediate_sizes`, the per-layer
-widths, and an `interp` block saying where it came from), model.safetensors in Llama's tensor names,
-the tokenizer (tokenizer.json + tokenizer_config.json) and the modeling code, interp/hf/tapered_llama.py
-copied as `modeling_tapered_llama.py` and named by config.json's `auto_map`. So:
+widths, and an `interp` block saying where it came from; a TaperedGPT2Config for a gpt2-style model),
+model.safetensors in Llama's (GPT-2's) tensor names, the tokenizer (tokenizer.json + tokenizer_config.json)
+and the modeling code, interp/hf/tapered_llama.py (tapered_gpt2.py) copied as `modeling_tapered_llama.py`
+(`modeling_tapered_gpt2.py`) and named by config.json's `auto_map`. So:
 
     AutoModelForCausalLM.from_pretrained(OUT_DIR, trust_remote_code=True)   # anywhere with transformers
     interp probe --model OUT_DIR                                              # here: no remote code run
 
-Inside the toolkit `register_tapered_llama()` registers the same classes with the Auto classes, so our
-loaders build exported folders from the installed package and never execute the folder's copy.
+Inside the toolkit `register_tapered_llama()` registers the same classes (both styles) with the Auto
+classes, so our loaders build exported folders from the installed package and never execute the folder's copy.
 
-Which mixers export: `attention` only. Its block is exactly Llama's; the gated-attention variants add a
-head gate and Titans / Hope carry memory modules with their own update rules, which no stock Hugging
-Face class computes, so exporting them would need modeling code beyond Llama's (refused, with why).
+Which models export: block style (ModelConfig.arch) "llama" with mixer `attention`, whose block is exactly
+Llama's, and "gpt2" (attention only), whose block is exactly GPT-2's. The gated-attention variants add a
+head gate and Titans / Hope carry memory modules with their own update rules, which no stock Hugging Face
+class computes, so exporting them would need modeling code beyond Llama's (refused, with why).
 """
 
 from __future__ import annotations
 
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
 from interp._util.errors import InputError
-from interp._util.io import PathLike, atomic_write, exclusive_lock, json_sha256, write_json_atomic
+from interp._util.io import (
+    PathLike,
+    atomic_write,
+    exclusive_lock,
+    json_sha256,
+    write_json_atomic,
+)
 from interp._util.paths import CONFIG_FILE, WEIGHTS_FILE
 from interp._util.provenance import provenance
-from interp.hf.resolve import EXPORT_MODEL_TYPE as MODEL_TYPE  # resolve must not import this module
-MODELING_FILE = "modeling_tapered_llama.py"
-EXPORTABLE_MIXERS = ("attention",)
-AUTO_MAP = {"AutoConfig": f"{MODELING_FILE[:-3]}.TaperedLlamaConfig",
-            "AutoModelForCausalLM": f"{MODELING_FILE[:-3]}.TaperedLlamaForCausalLM"}
+
+
+@dataclass(frozen=True)
+class ExportStyle:
+    """How one block style (ModelConfig.arch) exports: its self-contained modeling module in interp/hf, whose
+    file is copied as modeling_<module>.py, its classes, and the stock HF architecture whose sites it has."""
+
+    module: str        # "tapered_llama": interp/hf/tapered_llama.py
+    config_class: str
+    model_class: str
+    sites_of: str      # key of interp.hf.adapters.SITE_MAPS
+    family: str        # for messages: "Llama"
+    mixers: tuple[str, ...] = ("attention",)  # the mixers whose block the stock architecture computes
+
+    @property
+    def modeling_file(self) -> str:
+        return f"modeling_{self.module}.py"
+
+    @property
+    def auto_map(self) -> dict[str, str]:
+        return {"AutoConfig": f"{self.modeling_file[:-3]}.{self.config_class}",
+                "AutoModelForCausalLM": f"{self.modeling_file[:-3]}.{self.model_class}"}
+
+    def classes(self) -> tuple[type, type]:
+        import importlib
+
+        module = importlib.import_module(f"interp.hf.{self.module}")
+        return getattr(module, self.config_class), getattr(module, self.model_class)
+
+
+# model_type of each config class: interp.hf.resolve.EXPORT_MODEL_TYPES (its auto_map is not remote code; tested)
+STYLES = {"llama": ExportStyle("tapered_llama", "TaperedLlamaConfig", "TaperedLlamaForCausalLM", "LlamaForCausalLM",
+                               "Llama"),
+          "gpt2": ExportStyle("tapered_gpt2", "TaperedGPT2Config", "TaperedGPT2LMHeadModel", "GPT2LMHeadModel",
+                              "GPT-2")}
+MODELING_FILE = STYLES["llama"].modeling_file
+EXPORTABLE_MIXERS = STYLES["llama"].mixers
+AUTO_MAP = STYLES["llama"].auto_map
 
 
 def register_tapered_llama() -> None:
-    """Make AutoConfig / AutoModelForCausalLM know model_type "tapered_llama", and the probes its sites
-    (Llama's), so exported folders load from the installed package, with no remote code (idempotent)."""
+    """Make AutoConfig / AutoModelForCausalLM know model_types "tapered_llama" and "tapered_gpt2", and the
+    probes their sites (Llama's, GPT-2's), so exported folders load from the installed package, with no
+    remote code (idempotent)."""
     from transformers import AutoConfig, AutoModelForCausalLM
 
     from interp.hf.adapters import SITE_MAPS, register_site_map
-    from interp.hf.tapered_llama import TaperedLlamaConfig, TaperedLlamaForCausalLM
 
-    register_site_map(TaperedLlamaForCausalLM.__name__, SITE_MAPS["LlamaForCausalLM"])
-    try:
-        AutoConfig.register(MODEL_TYPE, TaperedLlamaConfig)
-    except ValueError:  # already registered
-        pass
-    try:
-        AutoModelForCausalLM.register(TaperedLlamaConfig, TaperedLlamaForCausalLM)
-    except ValueError:
-        pass
+    for style in STYLES.values():
+        config_class, model_class = style.classes()
+        register_site_map(model_class.__name__, SITE_MAPS[style.sites_of])
+        try:
+            AutoConfig.register(config_class.model_type, config_class)
+        except ValueError:  # already registered
+            pass
+        try:
+            AutoModelForCausalLM.register(config_class, model_class)
+        except ValueError:
+            pass
 
 
 def hf_state_dict(model) -> dict:
-    """Our TaperedLM's tensors under Llama's names (a tied unembedding is left to tie_word_embeddings)."""
+    """Our TaperedLM's tensors under Llama's (gpt2 style: GPT-2's) names (a tied unembedding is left to
+    tie_word_embeddings)."""
+    if model.cfg.arch == "gpt2":
+        return _gpt2_state_dict(model)
     sd = {"model.embed_tokens.weight": model.embed.weight, "model.norm.weight": model.ln_final.weight}
     for i, block in enumerate(model.blocks):
         pre = f"model.layers.{i}."
@@ -67,8 +114,32 @@ def hf_state_dict(model) -> dict:
     return {k: v.detach().contiguous().cpu() for k, v in sd.items()}
 
 
+def _gpt2_state_dict(model) -> dict:
+    """A gpt2-style TaperedLM's tensors under GPT-2's names: q, k, v fused into c_attn, and every projection
+    transposed (GPT-2's Conv1D weight is [in, out], our nn.Linear's [out, in])."""
+    import torch
+
+    sd = {"transformer.wte.weight": model.embed.weight, "transformer.wpe.weight": model.pos_embed.weight,
+          "transformer.ln_f.weight": model.ln_final.weight, "transformer.ln_f.bias": model.ln_final.bias}
+    for i, block in enumerate(model.blocks):
+        pre, attn, mlp = f"transformer.h.{i}.", block.attn, block.mlp
+        for ours, theirs in ((block.ln1, "ln_1"), (block.ln2, "ln_2")):
+            sd[pre + f"{theirs}.weight"], sd[pre + f"{theirs}.bias"] = ours.weight, ours.bias
+        qkv = (attn.q_proj, attn.k_proj, attn.v_proj)
+        sd[pre + "attn.c_attn.weight"] = torch.cat([p.weight for p in qkv]).T
+        sd[pre + "attn.c_attn.bias"] = torch.cat([p.bias for p in qkv])
+        for ours, theirs in ((attn.o_proj, "attn.c_proj"), (mlp.up_proj, "mlp.c_fc"), (mlp.down_proj, "mlp.c_proj")):
+            sd[pre + f"{theirs}.weight"], sd[pre + f"{theirs}.bias"] = ours.weight.T, ours.bias
+    if not model.cfg.tie_embeddings:
+        sd["lm_head.weight"] = model.unembed.weight
+    return {k: v.detach().contiguous().cpu() for k, v in sd.items()}
+
+
 def hf_config(model_cfg, *, eos_id: int | None, source: dict):
-    """The TaperedLlamaConfig of our ModelConfig (source: the provenance block stored as `interp`)."""
+    """The TaperedLlamaConfig (gpt2 style: TaperedGPT2Config) of our ModelConfig (source: the provenance block
+    stored as `interp`)."""
+    if model_cfg.arch == "gpt2":
+        return _gpt2_config(model_cfg, eos_id=eos_id, source=source)
     from interp.hf.tapered_llama import TaperedLlamaConfig
 
     widths = list(model_cfg.d_mlp)
@@ -82,6 +153,25 @@ def hf_config(model_cfg, *, eos_id: int | None, source: dict):
         initializer_range=model_cfg.init_std, bos_token_id=eos_id, eos_token_id=eos_id, pad_token_id=None)
     cfg.architectures = ["TaperedLlamaForCausalLM"]
     cfg.auto_map = dict(AUTO_MAP)
+    cfg.interp = source
+    return cfg
+
+
+def _gpt2_config(model_cfg, *, eos_id: int | None, source: dict):
+    """The TaperedGPT2Config of a gpt2-style ModelConfig: no dropout (we train without), GELU-tanh computed by
+    torch's kernel ("gelu_pytorch_tanh", the same function as GPT-2's "gelu_new"), our eps and tying."""
+    from interp.hf.tapered_gpt2 import TaperedGPT2Config
+
+    widths = list(model_cfg.d_mlp)
+    style = STYLES["gpt2"]
+    cfg = TaperedGPT2Config(
+        intermediate_sizes=widths, n_inner=round(sum(widths) / len(widths)), vocab_size=model_cfg.vocab_size,
+        n_positions=model_cfg.n_ctx, n_embd=model_cfg.d_model, n_layer=model_cfg.n_layers, n_head=model_cfg.n_heads,
+        activation_function="gelu_pytorch_tanh", resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+        layer_norm_epsilon=model_cfg.norm_eps, initializer_range=model_cfg.init_std,
+        tie_word_embeddings=bool(model_cfg.tie_embeddings), bos_token_id=eos_id, eos_token_id=eos_id, pad_token_id=None)
+    cfg.architectures = [style.model_class]
+    cfg.auto_map = style.auto_map
     cfg.interp = source
     return cfg
 
@@ -101,10 +191,16 @@ def export_hf(run_dir: PathLike, out_dir: PathLike, *, overwrite: bool = False) 
         raise InputError("not one of our checkpoints (no config.json + model.safetensors written by interp "
                          "train)", path=run_dir, fix="give a run directory or checkpoints/step_N of one")
     config = checkpoints.read_config(run_dir)
-    mixer = (config.get("model") or {}).get("mixer", "attention")
-    if mixer not in EXPORTABLE_MIXERS:
-        raise InputError(f"mixer {mixer!r} does not export: only {list(EXPORTABLE_MIXERS)} blocks are exactly "
-                         "Llama's (see interp.hf.export)", path=run_dir / CONFIG_FILE, field="model.mixer")
+    model_block = config.get("model") or {}
+    arch, mixer = model_block.get("arch", "llama"), model_block.get("mixer", "attention")
+    if arch not in STYLES:
+        raise InputError(f"block style {arch!r} does not export: only {list(STYLES)} do (see interp.hf.export)",
+                         path=run_dir / CONFIG_FILE, field="model.arch")
+    style = STYLES[arch]
+    if mixer not in style.mixers:
+        raise InputError(f"mixer {mixer!r} does not export: only {list(style.mixers)} blocks are exactly "
+                         f"{style.family}'s (see interp.hf.export)",
+                         path=run_dir / CONFIG_FILE, field="model.mixer")
     if out_dir.exists() and any(out_dir.iterdir()) and not overwrite:
         raise InputError("exists and is not empty", path=out_dir, fix="choose a new --hf folder or pass --overwrite")
     tokenizer = checkpoint_tokenizer(config, str(run_dir))  # before any write: a tokenizer we cannot rebuild fails
@@ -118,7 +214,7 @@ def export_hf(run_dir: PathLike, out_dir: PathLike, *, overwrite: bool = False) 
         atomic_write(out_dir, {WEIGHTS_FILE: lambda p: save_file(tensors, str(p), metadata={"format": "pt"})})
         write_json_atomic(out_dir / CONFIG_FILE, hf_cfg.to_dict())
         _save_tokenizer(tokenizer, out_dir)
-        shutil.copyfile(Path(__file__).with_name("tapered_llama.py"), out_dir / MODELING_FILE)
+        shutil.copyfile(Path(__file__).with_name(f"{style.module}.py"), out_dir / style.modeling_file)
     (out_dir / ".export.lock").unlink(missing_ok=True)
     return out_dir
 

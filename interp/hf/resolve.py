@@ -36,7 +36,8 @@ from interp.hf.registry import REGISTRY
 KINDS = ("registry", "gguf", "checkpoint", "hf_dir", "hub")
 GGUF_SUFFIX = ".gguf"
 REMOTE_CODE_FILES = (CONFIG_FILE, "tokenizer_config.json")  # where transformers reads auto_map
-EXPORT_MODEL_TYPE = "tapered_llama"  # interp.hf.export.MODEL_TYPE: its modeling code ships with interp
+EXPORT_MODEL_TYPE = "tapered_llama"  # its modeling code ships with interp (interp.hf.export)
+EXPORT_MODEL_TYPES = (EXPORT_MODEL_TYPE, "tapered_gpt2")  # every `interp export` model_type (interp.hf.export.STYLES)
 TRUST_REMOTE_CODE_FLAG = "--trust-remote-code"
 _HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
@@ -167,7 +168,7 @@ def remote_code(path: Path) -> tuple[Path, dict] | None:
         except ValueError:
             continue  # unparsable: transformers cannot read it either; loading reports the file
         if isinstance(config, dict) and config.get("auto_map"):
-            if config.get("model_type") == EXPORT_MODEL_TYPE:
+            if config.get("model_type") in EXPORT_MODEL_TYPES:
                 continue  # an `interp export` folder: loaded with the installed classes, its copy never runs
             return path / name, config["auto_map"]
     return None

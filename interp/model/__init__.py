@@ -1,4 +1,5 @@
-"""The tapered decoder: its config, the model (TransformerLens HookPoints), analytic counts, token mixers.
+"""The tapered decoder: its config, the two block styles, the model (TransformerLens HookPoints), analytic
+counts, token mixers.
 
 Names are exported lazily (interp._util.lazy): importing the package imports no submodule."""
 
@@ -10,9 +11,14 @@ _EXPORTS = {
     'register_mixer': 'mixers',
     'MixerFlops': 'mixers',
     'ModelConfig': 'config',
-    'RMSNorm': 'decoder',
-    'SwiGLU': 'decoder',
-    'Block': 'decoder',
+    'RMSNorm': 'blocks',
+    'SwiGLU': 'blocks',
+    'LayerNorm': 'blocks',
+    'GeluMLP': 'blocks',
+    'GPT2Attention': 'blocks',
+    'Block': 'blocks',
+    'BLOCK_STYLES': 'blocks',
+    'ARCHS': 'arch',
     'TaperedLM': 'decoder',
     'next_token_loss': 'loss',
     'param_counts': 'counts',

@@ -1,12 +1,16 @@
-"""The tapered decoder: a Transformer++ LM whose SwiGLU width d_mlp[l] is set per layer.
+"""The tapered decoder: an LM whose MLP width d_mlp[l] is set per layer, in one of two block styles.
 
-Transformer++ form (as in the paper): pre-norm RMSNorm, RoPE, SwiGLU MLP (gate_proj, up_proj,
-down_proj; silu), no biases, untied embeddings by default. The token mixer comes from the
-interp.model.mixers registry, so attention variants and recurrent/memory mixers share the block code.
+ModelConfig.arch picks the block (interp.model.blocks): "llama" = Transformer++ as in the paper (pre-norm
+RMSNorm, RoPE, SwiGLU MLP with gate_proj, up_proj, down_proj; no biases; untied embeddings by default; the
+token mixer comes from the interp.model.mixers registry, so attention variants and recurrent/memory mixers
+share the block code), or "gpt2" = GPT-2 (pre-LayerNorm with biases, learned absolute positions added to
+the embeddings (hook_pos_embed), GELU MLP up_proj -> down_proj with biases, biased attention, tied
+embeddings by default). The hook names below are the same in both; in gpt2 mlp.hook_pre is up_proj's
+output and there is no hook_pre_linear.
 
 Built from TransformerLens HookPoints on a HookedRootModule, so `run_with_cache` /
 `run_with_hooks` use the names researchers know, and nnsight.NNsight wraps it unchanged:
-  hook_embed
+  hook_embed (gpt2: + hook_pos_embed, the learned position vectors; their sum is blocks.0.hook_resid_pre)
   blocks.{l}.hook_resid_pre  -> ln1 -> attn (mixer) -> blocks.{l}.hook_attn_out
   blocks.{l}.hook_resid_mid  =  resid_pre + attn_out            (exactly)
   ln2 -> mlp: mlp.hook_pre (gate pre-activation), mlp.hook_pre_linear (up), mlp.hook_post
@@ -22,6 +26,8 @@ MLP weights are nn.Linear `gate_proj` / `up_proj` / `down_proj` (HF Llama names,
 Init (GPT-2 / nanoGPT): every Linear and the embedding ~ normal(0, init_std); projections that write
 into the residual stream (attn o_proj, mlp down_proj, any mixer Linear flagged `residual_out`) use
 init_std / sqrt(2 * n_layers), so the residual variance at init does not grow with depth. Norm gains = 1.
+gpt2 also: the position embedding ~ normal(0, init_std), every bias and LayerNorm bias = 0 (as Hugging Face
+GPT-2 initialises).
 """
 
 from __future__ import annotations
@@ -30,7 +36,6 @@ import math
 from typing import Literal
 
 import torch
-import torch.nn.functional as F
 from jaxtyping import Float, Int
 from torch import Tensor, nn
 from transformer_lens import HookedRootModule
@@ -40,63 +45,9 @@ ReturnType = Literal["logits", "loss", "both"]
 _RETURN_TYPES = ("logits", "loss", "both")
 
 
+from interp.model.blocks import BLOCK_STYLES, Block
 from interp.model.config import ModelConfig
 from interp.model.loss import next_token_loss
-from interp.model.mixers import MIXERS
-
-
-class RMSNorm(nn.Module):
-    """RMSNorm with a learned gain; hook_normalized is x / rms(x) before the gain (TransformerLens convention)."""
-
-    def __init__(self, d_model: int, eps: float):
-        super().__init__()
-        self.eps = eps
-        self.weight = nn.Parameter(torch.ones(d_model))
-        self.hook_normalized = HookPoint()
-
-    def forward(self, x: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch pos d_model"]:
-        return self.hook_normalized(F.rms_norm(x, (x.shape[-1],), eps=self.eps)) * self.weight
-
-
-class SwiGLU(nn.Module):
-    """down_proj(silu(gate_proj(x)) * up_proj(x)); d_mlp is this layer's own width."""
-
-    def __init__(self, d_model: int, d_mlp: int):
-        super().__init__()
-        self.gate_proj = nn.Linear(d_model, d_mlp, bias=False)
-        self.up_proj = nn.Linear(d_model, d_mlp, bias=False)
-        self.down_proj = nn.Linear(d_mlp, d_model, bias=False)
-        self.down_proj.residual_out = True
-        self.hook_pre, self.hook_pre_linear, self.hook_post = HookPoint(), HookPoint(), HookPoint()
-
-    def forward(self, x: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch pos d_model"]:
-        pre = self.hook_pre(self.gate_proj(x))  # [batch pos d_mlp]
-        post = self.hook_post(F.silu(pre) * self.hook_pre_linear(self.up_proj(x)))  # [batch pos d_mlp]
-        return self.down_proj(post)
-
-    @staticmethod
-    def n_params(d_model: int, d_mlp: int) -> int:
-        return 3 * d_model * d_mlp
-
-
-class Block(nn.Module):
-    """x -> x + mixer(ln1(x)) -> + mlp(ln2(x)); the mixer is whatever MIXERS[cfg.mixer] builds."""
-
-    def __init__(self, cfg: ModelConfig, layer: int):
-        super().__init__()
-        self.ln1 = RMSNorm(cfg.d_model, cfg.norm_eps)
-        self.attn = MIXERS[cfg.mixer](cfg, layer)
-        self.ln2 = RMSNorm(cfg.d_model, cfg.norm_eps)
-        self.mlp = SwiGLU(cfg.d_model, cfg.d_mlp[layer])
-        self.hook_resid_pre, self.hook_attn_out, self.hook_resid_mid = HookPoint(), HookPoint(), HookPoint()
-        self.hook_mlp_out, self.hook_resid_post = HookPoint(), HookPoint()
-
-    def forward(self, x: Float[Tensor, "batch pos d_model"]) -> Float[Tensor, "batch pos d_model"]:
-        resid_pre = self.hook_resid_pre(x)
-        attn_out = self.hook_attn_out(self.attn(self.ln1(resid_pre)))
-        resid_mid = self.hook_resid_mid(resid_pre + attn_out)
-        mlp_out = self.hook_mlp_out(self.mlp(self.ln2(resid_mid)))
-        return self.hook_resid_post(resid_mid + mlp_out)
 
 
 class TaperedLM(HookedRootModule):
@@ -106,10 +57,14 @@ class TaperedLM(HookedRootModule):
         super().__init__()
         cfg.validate()
         self.cfg = cfg
+        style = BLOCK_STYLES[cfg.arch]
         self.embed = nn.Embedding(cfg.vocab_size, cfg.d_model)
         self.hook_embed = HookPoint()
+        self.pos_embed = nn.Embedding(cfg.n_ctx, cfg.d_model) if style.learned_positions else None
+        if style.learned_positions:
+            self.hook_pos_embed = HookPoint()
         self.blocks = nn.ModuleList(Block(cfg, layer) for layer in range(cfg.n_layers))
-        self.ln_final = RMSNorm(cfg.d_model, cfg.norm_eps)
+        self.ln_final = style.norm(cfg.d_model, cfg.norm_eps)
         self.unembed = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
         self._init_weights()
         if cfg.tie_embeddings:
@@ -118,12 +73,16 @@ class TaperedLM(HookedRootModule):
 
     @torch.no_grad()
     def _init_weights(self) -> None:
-        """normal(0, init_std); residual-stream writers (`residual_out`) scaled by 1/sqrt(2 * n_layers)."""
+        """normal(0, init_std); residual-stream writers (`residual_out`) scaled by 1/sqrt(2 * n_layers); gpt2:
+        biases 0. (A llama block has no biases; memory mixers keep their own bias init, as before arch existed.)"""
         out_std = self.cfg.init_std / math.sqrt(2 * self.cfg.n_layers)
+        zero_biases = self.cfg.arch == "gpt2"
         for module in self.modules():
             if isinstance(module, nn.Linear | nn.Embedding):
                 std = out_std if getattr(module, "residual_out", False) else self.cfg.init_std
                 nn.init.normal_(module.weight, mean=0.0, std=std)
+                if zero_biases and getattr(module, "bias", None) is not None:
+                    nn.init.zeros_(module.bias)
 
     def forward(self, tokens: Int[Tensor, "batch pos"], return_type: ReturnType = "logits"
                 ) -> Float[Tensor, "batch pos d_vocab"] | Float[Tensor, ""] | tuple[Tensor, Tensor]:
@@ -134,6 +93,9 @@ class TaperedLM(HookedRootModule):
             raise ValueError(f"TaperedLM.forward: tokens must be [batch, pos] with pos <= n_ctx={self.cfg.n_ctx}, "
                              f"got shape {tuple(tokens.shape)}; raise ModelConfig.n_ctx or shorten the input")
         x = self.hook_embed(self.embed(tokens))
+        if self.pos_embed is not None:  # gpt2: learned absolute positions, [batch pos d_model] as in TransformerLens
+            positions = torch.arange(tokens.shape[1], device=tokens.device)
+            x = x + self.hook_pos_embed(self.pos_embed(positions).expand(tokens.shape[0], -1, -1))
         for block in self.blocks:
             x = block(x)
         logits = self.unembed(self.ln_final(x))

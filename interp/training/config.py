@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from interp._util.config import flag_name, option, reject_unknown_keys
 from interp._util.dtypes import AUTO, TORCH_NAMES, dtype_names
+from interp.model.arch import ARCHS, DEFAULT_ARCH
 from interp.schedules import WidthSpec
 from interp.training.presets import PRESETS
 
@@ -48,12 +49,14 @@ class TrainConfig:
     n_ctx: int = option(256, "training sequence length")
     width: WidthSpec = option(help="MLP width over depth", default_factory=WidthSpec, cli=False)
     mixer: str = option("attention", "token mixer: attention | gated_attention | ... (interp.model.mixers)")
+    arch: str = option(DEFAULT_ARCH, "block style: llama (Transformer++) | gpt2 (LayerNorm, learned positions, GELU "
+                       "MLP, biases, tied embeddings; attention only); interp.model.arch", choices=tuple(ARCHS))
     # ModelConfig.mixer_options (memory sizes); never tapered
     mixer_options: dict = option(help="ModelConfig.mixer_options (e.g. memory sizes), via --set",
                                  default_factory=dict, cli=False)
     # data (interp.data.prepare_tokens); the model uses the tokenizer's actual vocabulary size
     source: str = option("wiki", "corpus name (wiki, shakespeare), a text file or a folder")
-    tokenizer: str = option("bpe", "bpe (trained on the source's train split), smollm2, or a tokenizer path")
+    tokenizer: str = option("bpe", "bpe (trained on the source's train split), smollm2, gpt2, or a tokenizer path")
     vocab_size: int = option(8192, "vocabulary of a trained BPE")
     val_fraction: float = option(0.05, "fraction of documents held out for validation")
     # optimisation
@@ -169,7 +172,8 @@ class TrainConfig:
 
         return ModelConfig(vocab_size=vocab_size, d_model=self.d_model, n_layers=self.n_layers,
                            n_heads=self.n_heads, d_mlp=self.width.widths(self.n_layers, self.d_ff),
-                           n_ctx=self.n_ctx, mixer=self.mixer, mixer_options=dict(self.mixer_options))
+                           n_ctx=self.n_ctx, mixer=self.mixer, mixer_options=dict(self.mixer_options),
+                           arch=self.arch)
 
 
 def _field(name: str, value: object) -> str:
@@ -190,6 +194,9 @@ def lr_at(step: int, cfg: TrainConfig) -> float:
 def config_diff(stored: dict, cfg: TrainConfig) -> list[str]:
     """Fields (other than RUNTIME_FIELDS) whose stored value differs from cfg: 'name: stored -> new'."""
     new = json.loads(json.dumps(cfg.to_dict()))  # tuples -> lists, as stored
+    # a field the stored config lacks was added later: that run was trained with its default (e.g. arch "llama")
+    defaults = json.loads(json.dumps(TrainConfig().to_dict()))
+    stored = {**{k: v for k, v in defaults.items() if k not in stored}, **stored}
     keys = (set(stored) | set(new)) - set(RUNTIME_FIELDS)
     return [f"{k}: {stored.get(k)!r} -> {new.get(k)!r}" for k in sorted(keys) if stored.get(k) != new.get(k)]
 

@@ -49,9 +49,9 @@ class Rotary(nn.Module):
         return x * cos + torch.cat((-x2, x1), dim=-1) * sin
 
 
-def _linear(d_in: int, d_out: int, residual_out: bool = False) -> nn.Linear:
-    """Bias-free linear layer; `residual_out` marks projections that write into the residual stream."""
-    layer = nn.Linear(d_in, d_out, bias=False)
+def _linear(d_in: int, d_out: int, residual_out: bool = False, bias: bool = False) -> nn.Linear:
+    """Linear layer, bias-free unless asked; `residual_out` marks projections that write into the residual stream."""
+    layer = nn.Linear(d_in, d_out, bias=bias)
     layer.residual_out = residual_out
     return layer
 
@@ -63,20 +63,23 @@ class CausalSelfAttention(nn.Module):
     Hooks (TransformerLens layout [batch pos n_heads d_head]): hook_q, hook_k (before RoPE, as in
     TransformerLens), hook_v, hook_z (what enters o_proj, per head). There is no hook_pattern: the
     fused kernel never materialises the attention pattern; recompute it from hook_q/hook_k if needed.
-    Subclasses change what happens to the per-head output through `gate_heads` only.
+    Subclasses change what happens to the per-head output through `gate_heads` only, and may turn on
+    biases and turn off RoPE (`bias`, `rope`: the GPT-2 block's attention, interp.model.blocks).
     """
 
     options: type | None = None  # no settings: ModelConfig.mixer_options must be empty (registry contract)
+    bias: bool = False  # biases on q, k, v and o
+    rope: bool = True   # rotary positions on q and k (False: the model adds learned positions to its input)
 
     def __init__(self, cfg: ModelConfig, layer: int):
         super().__init__()
         self.n_heads, self.d_head = cfg.n_heads, cfg.d_head
         d_attn = cfg.n_heads * cfg.d_head
-        self.q_proj = _linear(cfg.d_model, d_attn)
-        self.k_proj = _linear(cfg.d_model, d_attn)
-        self.v_proj = _linear(cfg.d_model, d_attn)
-        self.o_proj = _linear(d_attn, cfg.d_model, residual_out=True)
-        self.rotary = Rotary(cfg.d_head, cfg.n_ctx, cfg.rope_theta)
+        self.q_proj = _linear(cfg.d_model, d_attn, bias=self.bias)
+        self.k_proj = _linear(cfg.d_model, d_attn, bias=self.bias)
+        self.v_proj = _linear(cfg.d_model, d_attn, bias=self.bias)
+        self.o_proj = _linear(d_attn, cfg.d_model, residual_out=True, bias=self.bias)
+        self.rotary = Rotary(cfg.d_head, cfg.n_ctx, cfg.rope_theta) if self.rope else nn.Identity()
         self.hook_q, self.hook_k, self.hook_v, self.hook_z = HookPoint(), HookPoint(), HookPoint(), HookPoint()
 
     def _heads(self, proj: nn.Linear, x: Tensor) -> Float[Tensor, "batch pos n_heads d_head"]:
@@ -99,14 +102,17 @@ class CausalSelfAttention(nn.Module):
 
     @classmethod
     def n_params(cls, cfg: ModelConfig, layer: int) -> int:
-        return 4 * cfg.d_model * cfg.n_heads * cfg.d_head
+        d_attn = cfg.n_heads * cfg.d_head
+        return 4 * cfg.d_model * d_attn + (3 * d_attn + cfg.d_model if cls.bias else 0)
 
     @classmethod
     def forward_flops(cls, cfg: ModelConfig, layer: int, seq_len: int, causal: bool = True) -> MixerFlops:
         d_attn = cfg.n_heads * cfg.d_head
         # QK^T and pattern @ V: 2 matmuls x 2 FLOPs x d_attn per attended key. 2*2*(T+1)/2 is an integer.
         scores = round(2 * 2 * d_attn * attended_keys(seq_len, causal))
-        return MixerFlops(dense=2 * cls.n_params(cfg, layer), attention_scores=scores)
+        # q, k, v, o (and a subclass's gate) are matmuls; biases are elementwise adds: not counted
+        matmul = cls.n_params(cfg, layer) - (3 * d_attn + cfg.d_model if cls.bias else 0)
+        return MixerFlops(dense=2 * matmul, attention_scores=scores)
 
 
 @register_mixer("gated_attention")
