@@ -4,7 +4,8 @@
     python -c "from transformers import AutoModelForCausalLM as M; M.from_pretrained('exports/cosine', trust_remote_code=True)"
 
 The folder (interp.hf.export): config.json with the per-layer widths (`intermediate_sizes`), model.safetensors
-in Llama's names, the tokenizer, and modeling_tapered_llama.py named by `auto_map`. Attention models only.
+in Llama's names (GPT-2's for arch gpt2), the tokenizer, and the self-contained modeling file
+(modeling_tapered_llama.py or modeling_tapered_gpt2.py) named by `auto_map`. Attention models only (docs/blocks.md).
 """
 
 from __future__ import annotations

@@ -59,7 +59,7 @@ GGUF_SUFFIX = ".gguf"
 PARTS_SUFFIX = ".parts"
 STEP_DIR = re.compile(r"step_(\d+)")
 HF_WEIGHT_PATTERNS = ("*.safetensors", "*.bin")
-BUILTIN_TOKENIZERS = ("bpe", "smollm2")   # interp.data.get_tokenizer names that are not paths
+BUILTIN_TOKENIZERS = ("bpe", "smollm2", "gpt2")   # interp.data.get_tokenizer names that are not paths
 NOT_DEFINING = (".parquet", ".csv", ".md")  # files in an HF dir that define no model (tables written beside it)
 
 
