@@ -17,6 +17,7 @@ from tests.factories import WORDS, word_tokenizer_json
 
 TOKENIZE = ["data", "tokenize", "c", "--tokenizer", "tok", "--out", "out", "--workers", "1"]
 TRAIN = ["train", "--preset", "micro", "--source", "out", "--threads", "1", "--steps", "2", "--out", "runs/x"]
+RUN = ("runs", "cache/locks")   # a refused run may leave its folder; loading a token folder takes a lock
 BPE = ["data", "train-tokenizer", "c", "--vocab-size", "300", "--sample-bytes", "10K", "--out", "bpe"]
 
 
@@ -84,7 +85,8 @@ Case("scale-tokenize-out-not-ours", item="15.1", setup=_with(_file("out/mine.txt
      message=r"out: --out: is a non-empty folder that `interp data tokenize` did not write")
 Case("scale-tokenize-out-other-settings", item="15.1", setup=_with(_tokenized()), argv=[*TOKENIZE, "--field", "body"],
      message=r"holds tokens made with other settings \(val_fraction: 0.2 -> 0.05; field: 'text' -> 'body'\)")
-Case("scale-tokenize-task-index", item="15.1", setup=_with(), argv=[*TOKENIZE, "--task-index", "2", "--task-count", "2"],
+Case("scale-tokenize-task-index", item="15.1", setup=_with(),
+     argv=[*TOKENIZE, "--task-index", "2", "--task-count", "2"],
      message=r"--task-index 2 must be below --task-count 2")
 Case("scale-tokenize-bad-size", item="15.1", setup=_with(), argv=[*TOKENIZE, "--shard-size", "12Q"],
      message=r"'12Q' is not a size")
@@ -109,19 +111,20 @@ Case("scale-tokenize-corrupt-input-skipped", item="15.1", rc=0, may_change=("out
 _SPLIT = _with(_file("c/b.jsonl", b'{"text": "the dog ran ."}\n' * 40),
                _tokenized("--shard-size", "1", "--task-count", "2"))
 Case("scale-train-half-tokenized", item="15.1", setup=_SPLIT, argv=[*TRAIN, "--val-fraction", "0.2"],
-     message=r"is incomplete: 1 of 2 shards are missing.*another --task-index", may_change=("runs", "cache/locks"))
+     message=r"is incomplete: 1 of 2 shards are missing.*another --task-index", may_change=RUN)
 Case("scale-train-val-fraction", item="15.1", setup=_with(_tokenized()), argv=TRAIN,
-     message=r"was split at val_fraction=0.2, but val_fraction=0.05.*pass --val-fraction 0.2", may_change=("runs", "cache/locks"))
+     message=r"was split at val_fraction=0.2, but val_fraction=0.05.*pass --val-fraction 0.2", may_change=RUN)
 Case("scale-train-other-tokenizer", item="15.1",
      setup=_with(_tokenized(), lambda tmp: word_tokenizer_json(tmp / "t2" / "tokenizer.json", ["x", "y"])),
-     argv=[*TRAIN, "--val-fraction", "0.2", "--tokenizer", "t2"], message=r"was tokenized with 'tok'.*pass --tokenizer out",
-     may_change=("runs", "cache/locks"))
+     argv=[*TRAIN, "--val-fraction", "0.2", "--tokenizer", "t2"],
+     message=r"was tokenized with 'tok'.*pass --tokenizer out",
+     may_change=RUN)
 Case("scale-train-damaged-shard", item="15.1", setup=_with(_tokenized(), _damage_shard),
      argv=[*TRAIN, "--val-fraction", "0.2"], message=r"train.bin: its sha256 is .*rerun `interp data tokenize",
-     may_change=("runs", "cache/locks"))
+     may_change=RUN)
 Case("scale-train-garbled-manifest", item="15.1",
      setup=_with(_tokenized(), lambda tmp: (tmp / "out" / "manifest.json").write_text("{garbled")),
-     argv=[*TRAIN, "--val-fraction", "0.2"], message=r"manifest.json: is not valid JSON", may_change=("runs", "cache/locks"))
+     argv=[*TRAIN, "--val-fraction", "0.2"], message=r"manifest.json: is not valid JSON", may_change=RUN)
 
 # `interp data train-tokenizer`
 Case("scale-bpe-vocab-size", item="15.1", setup=_with(), argv=[*BPE, "--vocab-size", "100"],

@@ -443,7 +443,7 @@ def test_cli_tokenize_with_a_hf_tokenizer_folder_then_train(work, tmp_path):
                    str(tmp_path / f"out-{folder}"), "--val-fraction", "0.2", "--workers", "1"])
         assert rc == 0
         manifest = json.loads((tmp_path / f"out-{folder}" / MANIFEST_FILE).read_text())
-        assert manifest["tokenizer"]["given_hash"] == get_tokenizer(str(tmp_path / folder)).hash
+        assert manifest["tokenizer"]["hash"] == get_tokenizer(str(tmp_path / folder)).hash
     reference = AutoTokenizer.from_pretrained(str(tmp_path / "hf"))
     docs = [(f"d.jsonl#{i}", json.loads(line)["text"]) for i, line in
             enumerate(sources["jsonl"].read_text().splitlines()) if json.loads(line)["text"].strip()]
@@ -489,3 +489,30 @@ def test_train_tokenizer_on_a_sample_of_the_training_split(work, tmp_path):
     manifest = tokenize_corpus(TokenizeConfig(sources=(str(src),), tokenizer=str(out), out=str(tmp_path / "t"),
                                               val_fraction=0.2, workers=1))
     assert manifest["tokenizer"]["hash"] == tok.hash and manifest["n_tokens"]["val"] > 0
+
+
+def test_plan_only_writes_the_tokenizer_and_the_plan(work, tmp_path):
+    from interp.data.pretokenize import TokenizeShards
+
+    _, sources, tok_dir = work
+    cfg = config(work, "x", sources["jsonl"], sources["gz"], shard_size=1, plan_only=True)
+    cfg.out = str(tmp_path / "out")
+    planned = tokenize_corpus(cfg)
+    plan = json.loads(Path(planned["plan"]).read_text())
+    assert planned["n_shards"] == len(plan["shards"]) == 2 and not (tmp_path / "out" / SHARDS_DIR).exists()
+    assert get_tokenizer(str(tmp_path / "out")).hash == get_tokenizer(str(tok_dir)).hash
+    TokenizeShards(planned["plan"]).run(rank=1, world_size=2)  # what a Slurm array task does
+    cfg.plan_only = False
+    manifest = tokenize_corpus(cfg)  # builds shard 0 only, then writes the manifest
+    assert manifest["complete"] and [s["inputs"][0]["name"] for s in manifest["shards"]] == ["d.jsonl", "e.jsonl.gz"]
+
+
+@pytest.mark.slow
+@pytest.mark.integration  # spawns interp processes
+def test_bench_tokenize_quick():
+    from benchmarks import bench_tokenize
+
+    text = bench_tokenize.main(["--quick", "--threads", "1"])
+    for piece in ("load average", "### Requirements", "(a) Tokens/s on one core", "(b) 1 vs 2 worker",
+                  "(c) Peak memory", "tokenizers encode_batch_fast"):
+        assert piece in text, piece

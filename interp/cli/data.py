@@ -23,24 +23,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("data", help="tokenize large corpora into shards; train a BPE on a sample",
                               description=__doc__.split("\n")[0])
     jobs = p.add_subparsers(dest="job", required=True, metavar="JOB")
-    tok = jobs.add_parser("tokenize", help="SOURCE... -> sharded token files + manifest.json (resumable)",
-                          description="Tokenize text folders, .txt/.md, .jsonl(.gz/.zst), .parquet files and saved "
-                                      "HF datasets into DIR, in parallel; a rerun skips finished shards.")
-    tok.add_argument("sources", nargs="+", metavar="SOURCE", help=_help(TokenizeConfig, "sources"))
-    add_arguments(tok, TokenizeConfig, exclude=("sources",))
-    tok.set_defaults(func=run_tokenize, command="data tokenize")
-    bpe = jobs.add_parser("train-tokenizer", help="a byte-level BPE from a streamed sample of SOURCE...",
-                          description="Train a byte-level BPE on a streamed, size-proportional sample of the "
-                                      "training split; pass the folder as --tokenizer.")
-    bpe.add_argument("sources", nargs="+", metavar="SOURCE", help=_help(TrainTokenizerConfig, "sources"))
-    add_arguments(bpe, TrainTokenizerConfig, exclude=("sources",))
-    bpe.set_defaults(func=run_train_tokenizer, command="data train-tokenizer")
+    _job(jobs, "tokenize", TokenizeConfig, run_tokenize, "SOURCE... -> sharded token files + manifest.json "
+         "(resumable)", "Tokenize text folders, .txt/.md, .jsonl(.gz/.zst), .parquet files and saved HF datasets "
+         "into DIR, in parallel; a rerun skips finished shards.")
+    _job(jobs, "train-tokenizer", TrainTokenizerConfig, run_train_tokenizer, "a byte-level BPE from a streamed "
+         "sample of SOURCE...", "Train a byte-level BPE on a streamed, size-proportional sample of the training "
+         "split; pass the folder as --tokenizer.")
 
 
-def _help(cls: type, name: str) -> str:
+def _job(jobs: argparse._SubParsersAction, name: str, cls: type, func, help: str, description: str) -> None:
+    """One `interp data <name>` parser: SOURCE... positionals, then every other field of `cls` as a flag."""
     import dataclasses
 
-    return next(f.metadata["help"] for f in dataclasses.fields(cls) if f.name == name)
+    job = jobs.add_parser(name, help=help, description=description)
+    job.add_argument("sources", nargs="+", metavar="SOURCE",
+                     help=next(f.metadata["help"] for f in dataclasses.fields(cls) if f.name == "sources"))
+    add_arguments(job, cls, exclude=("sources",))
+    job.set_defaults(func=func, command=f"data {name}")  # errors read "interp data <name>: ..."
 
 
 def run_tokenize(args: argparse.Namespace) -> int:

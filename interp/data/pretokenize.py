@@ -23,7 +23,7 @@ import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-import tokenizers
+import multiprocess
 from datatrove.executor.local import LocalPipelineExecutor
 from datatrove.pipeline.base import PipelineStep
 
@@ -33,7 +33,6 @@ from interp._util.io import (
     json_sha256,
     read_json,
     remove_stale_temps,
-    text_sha256,
     write_json_atomic,
     write_text_atomic,
 )
@@ -87,18 +86,27 @@ def _shard_name(group: Sequence[Input]) -> str:
     return f"{slug[-NAME_CHARS:]}{more}-{key}"
 
 
-def shard_settings(tok: TextTokenizer, tok_hash: str, cfg: TokenizeConfig) -> dict:
+def shard_settings(tok: TextTokenizer, cfg: TokenizeConfig) -> dict:
     """What a shard's content depends on besides its inputs: a shard built with other settings is rebuilt."""
-    return {"format": SHARD_FORMAT, "tokenizer": tok.name, "tokenizer_hash": tok_hash, "vocab_size": tok.vocab_size,
+    return {"format": SHARD_FORMAT, "tokenizer": tok.name, "tokenizer_hash": tok.hash, "vocab_size": tok.vocab_size,
             "eos_id": tok.eos_id, "dtype": token_dtype(tok.vocab_size).name, "val_fraction": cfg.val_fraction,
             "field": cfg.field, "id_field": cfg.id_field, "chunk_chars": CHUNK_CHARS}
 
 
-def _folder_tokenizer(tok: TextTokenizer) -> tuple[str, dict, str]:
-    """(tokenizer.json text, tokenizer_config.json, hash) of the copy stored in DIR: what `--tokenizer DIR` loads."""
+def _store_tokenizer(out: Path, tok: TextTokenizer) -> TextTokenizer:
+    """tokenizer.json + tokenizer_config.json in DIR (what `--tokenizer DIR` and the workers load), loaded back:
+    it must hash as the given tokenizer does (its serialization round-trips)."""
     text = tok.backend.to_str()
-    config = {"tokenizer_class": "PreTrainedTokenizerFast", "eos_token": tok.backend.id_to_token(tok.eos_id)}
-    return text, config, text_sha256(tokenizers.Tokenizer.from_str(text).to_str())[:16]
+    if not (out / TOKENIZER_FILE).is_file() or (out / TOKENIZER_FILE).read_text(encoding="utf-8") != text:
+        write_json_atomic(out / TOKENIZER_CONFIG_FILE, {"tokenizer_class": "PreTrainedTokenizerFast",
+                                                        "eos_token": tok.backend.id_to_token(tok.eos_id)})
+        write_text_atomic(out / TOKENIZER_FILE, text)
+    stored = _load_tokenizer(str(out.resolve()), tok.hash)
+    if stored.eos_id != tok.eos_id:
+        raise InputError(f"holds a tokenizer whose separator is id {stored.eos_id}, not {tok.eos_id}",
+                         path=out / TOKENIZER_CONFIG_FILE, fix="delete it; the next run writes it again")
+    _CACHE[("tokenizer", str(out.resolve()), tok.hash)] = stored  # this process's tasks (--workers 1) reuse it
+    return stored
 
 
 def _check_out(out: Path, settings: dict) -> None:
@@ -226,7 +234,8 @@ def _execute(plan_path: Path, n_shards: int, todo: list[int], first: int, count:
         if executor.workers == 1:  # datatrove's per-task entry point, in this process: no Manager, no pool
             for rank in todo:      # (run() starts a Manager process, which a kill -9 of this one would orphan)
                 executor._run_for_rank(rank)
-        else:
+        else:  # the pool forks from datatrove's forkserver: import this module there once, not in every worker
+            multiprocess.set_forkserver_preload(["__main__", __name__])
             executor.run()
     finally:
         from datatrove.utils.logging import setup_default_logger
@@ -245,16 +254,14 @@ def tokenize_corpus(cfg: TokenizeConfig) -> dict:
     cfg.validate()
     out = Path(cfg.out).expanduser()
     tok = get_tokenizer(cfg.tokenizer)
-    tok_text, tok_config, tok_hash = _folder_tokenizer(tok)
-    settings = shard_settings(tok, tok_hash, cfg)
+    settings = shard_settings(tok, cfg)
     _check_out(out, settings)
     inputs, notes = discover(cfg.sources, cfg.field, exclude=out)
     specs = plan_shards(inputs, cfg.shard_size)
     for note in notes:
         print(f"[data] {note}", file=sys.stderr)
-    tok_info = {"name": tok.name, "spec": cfg.tokenizer, "hash": tok_hash, "given_hash": tok.hash,
-                "vocab_size": tok.vocab_size, "eos_id": tok.eos_id, "eos_token": tok_config["eos_token"],
-                "file": TOKENIZER_FILE}
+    tok_info = {"name": tok.name, "spec": cfg.tokenizer, "hash": tok.hash, "vocab_size": tok.vocab_size,
+                "eos_id": tok.eos_id, "eos_token": tok.backend.id_to_token(tok.eos_id), "file": TOKENIZER_FILE}
     task = f"task-{cfg.task_index}-of-{cfg.task_count}"
     lock = out / (".lock" if cfg.task_count == 1 else f".lock-{task}")
     start = time.perf_counter()
@@ -262,10 +269,7 @@ def tokenize_corpus(cfg: TokenizeConfig) -> dict:
         plan_name = f"{PLAN_PREFIX}{json_sha256([settings, [s.to_dict() for s in specs]])[:16]}.json"
         remove_stale_temps(out, (MANIFEST_FILE, TOKENIZER_FILE, TOKENIZER_CONFIG_FILE))
         remove_stale_temps(out / LOGS_DIR, (plan_name,))
-        if not (out / TOKENIZER_FILE).is_file() or (out / TOKENIZER_FILE).read_text(encoding="utf-8") != tok_text:
-            write_json_atomic(out / TOKENIZER_CONFIG_FILE, tok_config)
-            write_text_atomic(out / TOKENIZER_FILE, tok_text)
-        _load_tokenizer(str(out), tok_hash)  # the stored copy is what the workers load
+        _store_tokenizer(out, tok)
         plan_path = out / LOGS_DIR / plan_name
         if not plan_path.is_file():
             write_json_atomic(plan_path, {"out": str(out.resolve()), "settings": settings,

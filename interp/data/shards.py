@@ -440,7 +440,7 @@ def _check_tokenizer(folder: Path, tokenizer: str | TextTokenizer, tok_info: dic
     from interp.data.tokenizers import get_tokenizer
 
     tok = get_tokenizer(tokenizer)
-    if tok.hash not in (tok_info["hash"], tok_info.get("given_hash")):
+    if tok.hash != tok_info["hash"]:
         raise InputError(f"was tokenized with {tok_info['name']!r} (hash {tok_info['hash']}), but tokenizer "
                          f"{tok.name!r} (hash {tok.hash}) was asked for", path=folder / MANIFEST_FILE,
                          field="tokenizer", fix=f"pass --tokenizer {folder} (its own), or leave --tokenizer out")

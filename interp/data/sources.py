@@ -5,7 +5,7 @@ must depend only on what the document is and where it sits in its input, never o
 
 | input | kind | one document per | id |
 |---|---|---|---|
-| a ``.txt``/``.md`` file given as SOURCE | ``text`` | chunk of ~4,000 characters (corpora.chunk_text) | ``<file name>#<k>`` |
+| a ``.txt``/``.md`` file given as SOURCE | ``text`` | ~4,000-character chunk (chunk_text) | ``<file name>#<k>`` |
 | a ``.txt``/``.md`` file inside a folder SOURCE | ``text_doc`` | file | ``<path relative to the folder>`` |
 | ``.jsonl``, ``.jsonl.gz``, ``.jsonl.zst`` | ``jsonl`` | line | ``<name>#<line index>`` |
 | ``.parquet`` | ``parquet`` | row | ``<name>#<row index>`` |
@@ -125,8 +125,9 @@ def is_dataset_dir(path: Path) -> bool:
 def discover(sources: tuple[str, ...] | list[str], text_field: str, exclude: Path | None = None
              ) -> tuple[list[Input], list[str]]:
     """Every input of the SOURCE arguments, in argument order and sorted within a folder, plus notes on what was
-    ignored; a folder ``exclude`` (the output) is never walked into. InputError / FileNotFoundError (nothing is written yet) for a missing source, a folder without
-    inputs, an unknown file type, a dataset without the field, or two inputs with the same id prefix."""
+    ignored; a folder ``exclude`` (the output) is never walked into. InputError / FileNotFoundError (nothing is
+    written yet) for a missing source, a folder without inputs, an unknown file type, a dataset without the field,
+    or two inputs with the same id prefix."""
     inputs: list[Input] = []
     notes: list[str] = []
     for index, source in enumerate(sources):
