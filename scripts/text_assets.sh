@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Offline English text for the `english` corpus (interp/data/sources.py), from Debian packages, without root:
+# Offline English text for the `english` corpus (interp/data/text_assets.py), from Debian packages, without root:
 # `apt-get download` (pinned version, sha256 checked) + `dpkg-deb -x`, then each source is rendered ONCE into
-# plain files under DEST (default $VENV/share/interp-text, where interp.data.sources looks; INTERP_TEXT_DIR
+# plain files under DEST (default $VENV/share/interp-text, where interp.data.text_assets looks; INTERP_TEXT_DIR
 # overrides both). Idempotent: a source whose DEST/<name>/.done holds its pin is skipped in milliseconds.
 # Optional but default: a source that cannot be fetched (no apt, no mirror, a pin gone) is reported and
 # skipped, and this script still exits 0, so `make test` works; the `english` corpus then names what is missing.
@@ -57,7 +57,7 @@ fetch() {  # fetch NAME "pkg=ver ..." "sha ..." -> extracted into $WORK/NAME/roo
     done
 }
 
-render() {  # render NAME -> the files interp.data.sources reads, in $WORK/NAME/out
+render() {  # render NAME -> the files interp.data.text_assets reads, in $WORK/NAME/out
     local name=$1 root=$WORK/$1/root out=$WORK/$1/out
     mkdir -p "$out"
     case $name in

@@ -13,7 +13,8 @@ import zlib
 import numpy as np
 import pytest
 
-from interp.data import contamination, dedup, english, ngrams, rlazy, sources
+from interp.data import contamination, dedup, english, ngrams, rlazy
+from interp.data import text_assets as sources
 from interp.data.corpora import Document, documents_hash, is_validation, load_documents, split_documents
 
 # documents_hash of the frozen corpora on main (commit 49897a8): all, train, val at val_fraction 0.05

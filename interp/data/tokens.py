@@ -14,11 +14,9 @@ import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
-import torch
-from jaxtyping import Int
-from torch import Tensor
 
 from interp._util.io import atomic_write, file_lock, json_sha256, write_text_atomic
 from interp._util.paths import TOKENS_META_SUFFIX, TOKENS_SUFFIX, cache_dir
@@ -41,6 +39,11 @@ from interp.data.integrity import (
 )
 from interp.data.tokenizers import TextTokenizer, created_with, get_tokenizer
 
+if TYPE_CHECKING:  # torch is imported where batches are made: tokenizing a corpus (interp.data.shards) needs none
+    import torch
+    from jaxtyping import Int
+    from torch import Tensor
+
 TOKENS_FORMAT = 1            # bump when the token-file layout or separator convention changes
 ENCODE_BATCH_DOCS = 1_024    # documents per encode_batch call: bounds memory on large corpora
 VALIDATE_SAMPLE = 1_000_000  # at most this many tokens are read to check max id < vocab_size
@@ -55,16 +58,25 @@ def token_dtype(vocab_size: int) -> np.dtype:
     return np.dtype(np.uint16 if vocab_size <= 65_535 else np.uint32)
 
 
+class TokenStream(Protocol):
+    """What TokenData reads: len() and contiguous slices as numpy arrays. A memmap of one token file, or the
+    shard files of a tokenized folder seen as one array (interp.data.shards.ConcatTokens)."""
+
+    def __len__(self) -> int: ...
+
+    def __getitem__(self, key: slice) -> np.ndarray: ...
+
+
 @dataclass
 class TokenData:
     """Train and val token streams (memmaps: nothing is read until sliced) with their metadata."""
 
-    train: np.memmap
-    val: np.memmap
+    train: TokenStream
+    val: TokenStream
     meta: dict
     vocab_size: int
 
-    def tokens(self, split: str) -> np.ndarray:
+    def tokens(self, split: str) -> TokenStream:
         if split not in SPLITS:
             raise ValueError(f"split={split!r}: choose one of {SPLITS}")
         return self.train if split == "train" else self.val
@@ -75,6 +87,8 @@ class TokenData:
 
         Start offsets come only from ``generator``, so saving/restoring its state resumes exactly.
         """
+        import torch
+
         data = self.tokens(split)
         n_starts = len(data) - seq_len  # window [s, s + seq_len + 1) fits for s < n_starts
         if n_starts < 1:
@@ -100,8 +114,10 @@ class TokenData:
         return self._windows(data, batch_size, seq_len, n_windows)  # checks above run eagerly, not on first next()
 
     @staticmethod
-    def _windows(data: np.ndarray, batch_size: int, seq_len: int, n_windows: int
+    def _windows(data: TokenStream, batch_size: int, seq_len: int, n_windows: int
                  ) -> Iterator[Int[Tensor, "batch seq_len+1"]]:
+        import torch
+
         for first in range(0, n_windows, batch_size):
             last = min(first + batch_size, n_windows)
             rows = [data[i * seq_len:i * seq_len + seq_len + 1] for i in range(first, last)]
@@ -114,8 +130,14 @@ def prepare_tokens(source: str = "wiki", tokenizer: str | TextTokenizer = "bpe",
 
     The cache key covers the corpus content, the tokenizer hash, val_fraction and the file format;
     a later call with the same arguments only validates and memmaps the files.
-    ``vocab_size`` only matters for ``tokenizer="bpe"``.
+    ``vocab_size`` only matters for ``tokenizer="bpe"``. A folder written by ``interp data tokenize`` (a
+    manifest.json beside its shards) is read as it is (interp.data.shards.load_token_dir): its tokenizer and
+    split are the ones it was made with.
     """
+    from interp.data.shards import is_token_dir, load_token_dir  # imports this module: not at import time
+
+    if is_token_dir(source):
+        return load_token_dir(source, tokenizer, val_fraction)
     docs = load_documents(source)
     train, val = split_documents(docs, val_fraction)
     if val_fraction > 0 and not val:  # before a tokenizer is trained on it
@@ -195,8 +217,24 @@ def load_tokens(path: Path, expected: dict | None = None, tokenizer_name: str | 
     content whose sha256 differs from the one recorded when it was written (interp.data.integrity).
     """
     path = Path(path)
+    meta, dtype = check_tokens(path, expected, tokenizer_name)
+    data = np.memmap(path, dtype=dtype, mode="r") if meta["n_tokens"] else np.zeros(0, dtype=dtype)
+    step = max(1, len(data) // VALIDATE_SAMPLE)
+    largest = max(int(meta.get("max_token_id", -1)), int(data[::step].max()) if len(data) else -1)
+    if largest >= meta["vocab_size"]:
+        raise TokenFileError(f"{_meta_path(path)}: field 'vocab_size' is {meta['vocab_size']} but the file holds "
+                             f"token id {largest}; {delete_fix(path.parent)}")
+    return data, meta
+
+
+def check_tokens(path: Path, expected: dict | None = None, tokenizer_name: str | None = None,
+                 fix: str | None = None) -> tuple[dict, np.dtype]:
+    """load_tokens' checks without reading the tokens (the stored max id stands for the sampled scan): the
+    metadata, the file size and the content hash (hashed only when the file's stat changed). Returns
+    (metadata, dtype). ``fix`` replaces the default advice (delete the cache folder)."""
+    path = Path(path)
     meta_path = _meta_path(path)
-    fix = delete_fix(path.parent)
+    fix = fix or delete_fix(path.parent)
     if not meta_path.is_file() or not path.is_file():
         raise FileNotFoundError(f"token file {str(path)!r} or its metadata {meta_path.name} is missing; {fix}")
     meta = read_meta(meta_path, fix)
@@ -228,10 +266,7 @@ def load_tokens(path: Path, expected: dict | None = None, tokenizer_name: str | 
         raise refuse("n_tokens", f"says {meta['n_tokens']} tokens x {dtype.itemsize} bytes = "
                                  f"{meta['n_tokens'] * dtype.itemsize} bytes but {path.name} has {size} bytes "
                                  "(truncated, or written with another dtype)")
+    if int(meta.get("max_token_id", -1)) >= meta["vocab_size"]:
+        raise refuse("vocab_size", f"is {meta['vocab_size']} but the file holds token id {meta['max_token_id']}")
     verify_content(path, meta, meta_path, fix)
-    data = np.memmap(path, dtype=dtype, mode="r") if meta["n_tokens"] else np.zeros(0, dtype=dtype)
-    step = max(1, len(data) // VALIDATE_SAMPLE)
-    largest = max(int(meta.get("max_token_id", -1)), int(data[::step].max()) if len(data) else -1)
-    if largest >= meta["vocab_size"]:
-        raise refuse("vocab_size", f"is {meta['vocab_size']} but the file holds token id {largest}")
-    return data, meta
+    return meta, dtype

@@ -55,7 +55,8 @@ class TrainConfig:
     mixer_options: dict = option(help="ModelConfig.mixer_options (e.g. memory sizes), via --set",
                                  default_factory=dict, cli=False)
     # data (interp.data.prepare_tokens); the model uses the tokenizer's actual vocabulary size
-    source: str = option("wiki", "corpus name (wiki, shakespeare), a text file or a folder")
+    source: str = option("wiki", "wiki, shakespeare, english, a text file or folder, or a folder from "
+                                 "`interp data tokenize`")
     tokenizer: str = option("bpe", "bpe (trained on the source's train split), smollm2, gpt2, or a tokenizer path")
     vocab_size: int = option(8192, "vocabulary of a trained BPE")
     val_fraction: float = option(0.05, "fraction of documents held out for validation")
