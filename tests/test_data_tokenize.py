@@ -453,6 +453,16 @@ def test_cli_tokenize_with_a_hf_tokenizer_folder_then_train(work, tmp_path):
     rc = main(["train", "--preset", "micro", "--source", str(tmp_path / "out-hf"), "--val-fraction", "0.2",
                "--steps", "2", "--threads", "1", "--out", str(tmp_path / "run"), "--set", "progress=false"])
     assert rc == 0 and json.loads((tmp_path / "run" / "result.json").read_text())["status"] == "done"
+    # the run's tokenizer is the folder's copy (not a BPE rebuilt from `train.tokenizer` "bpe"): probe and export work
+    from interp.hf.resolve import checkpoint_tokenizer
+
+    stored = json.loads((tmp_path / "run" / "config.json").read_text())
+    trained_with = json.loads((tmp_path / "out-hf" / MANIFEST_FILE).read_text())["tokenizer"]["hash"]
+    assert checkpoint_tokenizer(stored, "run").hash == trained_with == get_tokenizer(str(tmp_path / "hf")).hash
+    (tmp_path / "text.txt").write_text(" ".join(texts[:40]))
+    assert main(["probe", "--model", str(tmp_path / "run"), "--text", str(tmp_path / "text.txt"), "--tokens", "64",
+                 "--seq-len", "16", "--out", str(tmp_path / "probe.parquet")]) == 0
+    assert main(["export", str(tmp_path / "run"), "--hf", str(tmp_path / "export")]) == 0
 
 
 def streams_at(out: Path, val: float) -> dict[str, np.ndarray]:

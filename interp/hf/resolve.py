@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from interp._util.io import read_json
+from interp._util.errors import InputError
 from interp._util.paths import CONFIG_FILE
 from interp.hf.registry import REGISTRY
 
@@ -208,9 +209,16 @@ def checkpoint_tokenizer(config: dict, where: str) -> Any:
     if not name:
         raise ValueError(f"{where}: config.json has no train.tokenizer field, so its tokenizer is unknown; "
                          "pass tokenizer= (--tokenizer): a name for interp.data.get_tokenizer or a TextTokenizer")
+    stored = config.get("data") or {}
+    if stored.get("tokenizer_path"):  # trained from an `interp data tokenize` folder: its own copy of the tokenizer
+        if not Path(stored["tokenizer_path"]).is_file():
+            raise InputError("the tokenized folder this run was trained from is gone (its tokenizer copy is "
+                             "missing)", path=stored["tokenizer_path"], field="config.json data.tokenizer_path",
+                             fix="restore that folder, or pass --tokenizer (tokenizer=) with the tokenizer it used")
+        name = stored["tokenizer_path"]
     tok = data.get_tokenizer(name, vocab_size=int(train.get("vocab_size", 8192)), source=train.get("source", "wiki"),
                              val_fraction=float(train.get("val_fraction", 0.05)))
-    expected = (config.get("data") or {}).get("tokenizer_hash")
+    expected = stored.get("tokenizer_hash")
     if expected and getattr(tok, "hash", expected) != expected:
         raise ValueError(f"{where}: the rebuilt tokenizer {tok.name!r} has hash {tok.hash}, but the checkpoint was "
                          f"trained with {expected} (config.json data.tokenizer_hash); pass tokenizer= explicitly")
