@@ -27,6 +27,7 @@ only what the Trainer adds around it.
 
 from __future__ import annotations
 
+import itertools
 import json
 import sys
 import tempfile
@@ -40,15 +41,7 @@ if __package__ in (None, ""):  # run as a file: make `benchmarks` and `interp` i
 import numpy as np
 import torch
 
-from benchmarks.common import (
-    Report,
-    Spread,
-    begin,
-    finish,
-    interleave,
-    paired_ratios,
-    parse_args,
-)
+from benchmarks.common import Report, Spread, begin, finish, interleave, paired_ratios, parse_args
 from interp._util.dtypes import torch_dtype
 from interp._util.paths import LOG_FILE
 from interp.data import TokenData, prepare_tokens
@@ -67,15 +60,16 @@ from interp.training.parallel import eager, prepare_blocks
 
 NAME = "bench_train"
 TITLE = "Training throughput (bench_train)"
+KNOBS_NAME, KNOBS_TITLE = "bench_train_knobs", "CPU training throughput knobs (bench_train --parts e)"
 
 # Sizes: real (tiny preset, ~6 min on 2 quiet cores) and quick (micro preset, seconds).
 SIZES = {
     "real": dict(preset="tiny", taper_blocks=20, taper_block_steps=1, trainer_steps=40, trainer_log=5,
                  matmul_n=(1024, 2048), matmul_reps=5, dtype_steps=120, dtype_block=2, eval_batches=8,
-                 knob_blocks=8, knob_block_steps=1, optim_reps=10, sample_reps=200),
+                 knob_blocks=8, knob_block_steps=1, optim_reps=10, sample_reps=200, compile=True),
     "quick": dict(preset="micro", taper_blocks=3, taper_block_steps=1, trainer_steps=6, trainer_log=2,
                   matmul_n=(128, 256), matmul_reps=2, dtype_steps=6, dtype_block=2, eval_batches=2,
-                  knob_blocks=2, knob_block_steps=1, optim_reps=2, sample_reps=5),
+                  knob_blocks=2, knob_block_steps=1, optim_reps=2, sample_reps=5, compile=False),
 }
 
 
@@ -367,28 +361,33 @@ def bench_knobs(report: Report, base: TrainConfig, data: TokenData, size: dict, 
     torch.set_num_threads(threads)
     row("threads", tps, label[max(label)], label[1], "TrainConfig.threads=0 = all cores / local ranks (unchanged)")
     step_s = tokens_per_step(base) / Spread.of(tps[label[threads]]).median  # a step at --threads
+    dtype_default = ("dtype='auto' = bf16 where native (unchanged: it changes results, so each preset fixes it "
+                     "and every run records it)")
     if bf16_ratio is not None:
         rows.append({"knob": "dtype", "variant / baseline": "bf16 autocast / fp32", "tokens/s": "part (c)",
-                     "ratio": f"{bf16_ratio:.3f}", "default, and why": "dtype='auto' = bf16 where native (unchanged; "
-                     "it changes results, so each preset fixes it and every run records it)"})
+                     "ratio": f"{bf16_ratio:.3f}", "default, and why": dtype_default})
+    else:  # part (c) did not run: a short side-by-side of its own
+        runners = {name: BareTrainer(base.with_overrides(dtype=name), data.vocab_size) for name in ("bf16", "fp32")}
+        row("dtype", paired_blocks(runners, base, data, size), "bf16", "fp32", dtype_default)
     # torch.compile of the blocks: the first step compiles (timed on its own), then the steady state
-    runners = {"compiled": BareTrainer(base.with_overrides(compile=True), data.vocab_size),
-               "eager": BareTrainer(base, data.vocab_size)}
-    first = data.sample_batch("train", base.batch_size, base.n_ctx, torch.Generator().manual_seed(base.seed))
     warm = {}
-    for name, runner in runners.items():
-        start = time.perf_counter()
-        runner.step(first, 0)
-        warm[name] = time.perf_counter() - start
-    tps = paired_blocks(runners, base, data, size)
-    ratio = Spread.of(paired_ratios(tps["compiled"], tps["eager"])).median
-    saved, extra = step_s * (1 - 1 / ratio), warm["compiled"] - warm["eager"]
-    pays = (f"pays for its {extra:.0f} s warm-up after ~{extra / saved:,.0f} steps" if saved > 0 else
-            f"never pays for its {extra:.0f} s warm-up")
-    shapes = len(set(base.width.widths(base.n_layers, base.d_ff)))
-    row("torch.compile (blocks)", tps, "compiled", "eager",
-        f"compile=False (unchanged: compiled kernels round differently, so it would move results); {pays}; "
-        f"{shapes} block shape(s) here: a tapered model compiles one graph per distinct width")
+    if size["compile"]:
+        runners = {"compiled": BareTrainer(base.with_overrides(compile=True), data.vocab_size),
+                   "eager": BareTrainer(base, data.vocab_size)}
+        first = data.sample_batch("train", base.batch_size, base.n_ctx, torch.Generator().manual_seed(base.seed))
+        for name, runner in runners.items():
+            start = time.perf_counter()
+            runner.step(first, 0)
+            warm[name] = time.perf_counter() - start
+        tps = paired_blocks(runners, base, data, size)
+        ratio = Spread.of(paired_ratios(tps["compiled"], tps["eager"])).median
+        saved, extra = step_s * (1 - 1 / ratio), warm["compiled"] - warm["eager"]
+        pays = (f"pays for its {extra:.0f} s warm-up after ~{extra / saved:,.0f} steps" if saved > 0 else
+                f"never pays for its {extra:.0f} s warm-up")
+        shapes = len(set(base.width.widths(base.n_layers, base.d_ff)))
+        row("torch.compile (blocks)", tps, "compiled", "eager",
+            f"compile=False (unchanged: compiled kernels round differently, so it would move results); {pays}; "
+            f"{shapes} block shape(s) here: a tapered model compiles one graph per distinct width")
     # AdamW implementations: whole steps, then the optimizer step alone on the same gradients
     runners = {impl: BareTrainer(base, data.vocab_size, adamw=impl) for impl in ("fused", "foreach", "for-loop")}
     tps = paired_blocks(runners, base, data, size)
@@ -406,20 +405,21 @@ def bench_knobs(report: Report, base: TrainConfig, data: TokenData, size: dict, 
     for _ in range(size["sample_reps"]):
         data.sample_batch("train", base.batch_size, base.n_ctx, gen)
         stamps.append(time.perf_counter())
-    sample_s = Spread.of([b - a for a, b in zip(stamps, stamps[1:], strict=False)]).median
+    sample_s = Spread.of([b - a for a, b in itertools.pairwise(stamps)]).median
     rows.append({"knob": "data loading", "variant / baseline": "sample_batch / step", "tokens/s": "",
                  "ratio": f"{sample_s / step_s:.1e}", "default, and why": "in-process memmap sampling (unchanged: "
                  "a loader process could hide at most this share of a step)"})
     report.table(rows)
+    compiled = (f"its first step took {warm['compiled']:.1f} s vs {warm['eager']:.2f} s eager" if warm else
+                "not run at --quick sizes (its warm-up alone takes ~30 s)")
+    optim = ", ".join(f"{k} {v.fmt('.1f')}" for k, v in optim_ms.items())
     report.note(f"The variants of a knob share init, batches and lr schedule; {size['knob_blocks']} interleaved "
                 f"blocks of {size['knob_block_steps']} step(s) each after one untimed warm-up block; fp32, batch "
                 f"{base.batch_size} x {base.n_ctx}, {threads} threads unless the knob is threads. torch.compile = "
                 "interp.training.parallel.prepare_blocks (each block's forward; embedding, final norm, unembedding "
-                f"and loss eager): its first step took {warm['compiled']:.1f} s vs {warm['eager']:.2f} s eager. "
-                "The AdamW step alone (ms, same gradients): " + ", ".join(f"{k} {v.fmt('.1f')}"
-                                                                          for k, v in optim_ms.items())
-                + f". Sampling a {base.batch_size} x {base.n_ctx + 1} batch from the memmaps takes "
-                f"{1e3 * sample_s:.3f} ms, against a {step_s:.2f} s step.")
+                f"and loss eager): {compiled}. The AdamW step alone (ms, same gradients): {optim}. Sampling a "
+                f"{base.batch_size} x {base.n_ctx + 1} batch from the memmaps takes {1e3 * sample_s:.3f} ms, against "
+                f"a {step_s:.2f} s step.")
     return ratios
 
 
@@ -439,7 +439,10 @@ def main(argv: Sequence[str] | None = None, command: str | None = None) -> str:
     parts = [p.strip() for p in args.parts.split(",") if p.strip()]
     if not parts or set(parts) - set(PARTS):
         raise SystemExit(f"benchmarks/{NAME}.py: --parts {args.parts!r}: choose from {','.join(PARTS)}")
-    size, report = begin(args, SIZES, NAME, TITLE, argv, command)
+    # part e alone has its own RESULTS.md section, so rerunning it keeps the committed a-d numbers
+    alone = parts == ["e"]
+    size, report = begin(args, SIZES, KNOBS_NAME if alone else NAME, KNOBS_TITLE if alone else TITLE, argv, command,
+                         script=NAME)
     base = base_config(size["preset"], args.threads)
     data = synthetic_data(base.vocab_size) if args.quick else prepare_tokens(base.source, base.tokenizer,
                                                                                base.vocab_size, base.val_fraction)

@@ -24,7 +24,8 @@ if __package__ in (None, ""):  # run as a file: make `benchmarks` and `interp` i
 from benchmarks.common import DEFAULT_THREADS, RESULTS_FILE, update_results
 
 BENCHMARKS = ("hooks", "train", "probes")  # the default set, cheapest first: a broken setup fails fast
-OPTIONAL = ("mixers",)  # only with --only: bench_mixers (every token mixer) takes ~10 min more on its own
+OPTIONAL = ("mixers", "gpu_scale")  # only with --only: bench_mixers (every token mixer) takes ~10 min more on its
+# own; bench_gpu_scale needs CUDA (without it, it prints one line and writes nothing)
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, str]:
@@ -49,7 +50,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, str]:
         t0 = time.perf_counter()
         sections[module.NAME] = module.main(bench_argv, command=command)
         print(f"[run_all] bench_{name}: {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
-        if args.write and not args.quick:
+        if args.write and not args.quick and sections[module.NAME]:  # "": skipped (bench_gpu_scale without CUDA)
             update_results({module.NAME: sections[module.NAME]})
     total = time.perf_counter() - start
     print(f"[run_all] {len(chosen)} benchmark(s) in {total:.0f} s ({total / 60:.1f} min)"

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -24,11 +25,7 @@ from safetensors.torch import load_file
 from interp._util.io import FAULT_ENV
 from interp._util.paths import CONFIG_FILE, REPO_ROOT, RESULT_FILE, WEIGHTS_FILE
 from interp.training import TrainConfig, Trainer
-from interp.training.checkpoints import (
-    load_checkpoint,
-    load_train_state,
-    validate_checkpoint,
-)
+from interp.training.checkpoints import load_checkpoint, load_train_state, validate_checkpoint
 from interp.training.presets import PRESETS, dry_run
 from tests.factories import random_tokens, tiny_config, tiny_lm, write_corpus
 
@@ -361,3 +358,19 @@ def test_gpu_benchmark_skips_cleanly_without_cuda(capsys):
 
     assert bench_gpu_scale.main([]) == ""
     assert "skipped: no CUDA device" in capsys.readouterr().out
+
+
+def test_slurm_example_is_valid_bash_and_uses_real_flags():
+    from interp.cli import build_parser
+
+    script = REPO_ROOT / "scripts" / "slurm" / "train_760m.sbatch"
+    assert subprocess.run(["bash", "-n", str(script)], check=False).returncode == 0
+    text = script.read_text()
+    train_args = text.split("-m interp.cli.train", 1)[1]
+    flags = set(re.findall(r"(--[a-z][a-z-]*)", train_args))
+    parser = build_parser()
+    train = next(a for a in parser._subparsers._group_actions[0].choices.values() if a.prog.endswith(" train"))
+    known = set(train._option_string_actions)
+    assert flags and flags <= known, sorted(flags - known)
+    for flag in ("--rdzv-backend=c10d", "--rdzv-endpoint", "--nnodes", "--resume", "--parallel fsdp"):
+        assert flag in text, flag

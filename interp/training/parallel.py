@@ -143,10 +143,7 @@ def host_copy(model: nn.Module, raw: nn.Module, into: nn.Module | None, dist: Di
     is refilled rather than allocating a second copy."""
     if not is_sharded(model):
         return raw
-    from torch.distributed.checkpoint.state_dict import (
-        StateDictOptions,
-        get_model_state_dict,
-    )
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
     full = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
     if not dist.primary:

@@ -128,12 +128,7 @@ def consolidate(run_dir: PathLike, out_dir: PathLike | None = None) -> Path:
     import torch.distributed.checkpoint as dcp
 
     from interp.model import ModelConfig, TaperedLM
-    from interp.training.checkpoints import (
-        FORMAT_KEY,
-        load_train_state,
-        read_config,
-        save_checkpoint,
-    )
+    from interp.training.checkpoints import FORMAT_KEY, load_train_state, read_config, save_checkpoint
 
     run_dir = Path(run_dir)
     config, state = read_config(run_dir), load_train_state(run_dir)

@@ -40,39 +40,15 @@ from torch import Tensor
 
 from interp._util.dist import Distributed
 from interp._util.errors import InputError
-from interp._util.io import (
-    LockHeld,
-    atomic_write,
-    exclusive_lock,
-    read_json,
-    remove_stale_temps,
-    write_json_atomic,
-)
-from interp._util.paths import (
-    CONFIG_FILE,
-    LOG_FILE,
-    RESULT_FILE,
-    TRAIN_STATE_FILE,
-    WEIGHTS_FILE,
-)
+from interp._util.io import LockHeld, atomic_write, exclusive_lock, read_json, remove_stale_temps, write_json_atomic
+from interp._util.paths import CONFIG_FILE, LOG_FILE, RESULT_FILE, TRAIN_STATE_FILE, WEIGHTS_FILE
 from interp._util.provenance import provenance
 from interp.data import TokenData, prepare_tokens
-from interp.model import (
-    TaperedLM,
-    flops_per_token,
-    param_counts,
-    training_flops_per_token,
-)
+from interp.model import TaperedLM, flops_per_token, param_counts, training_flops_per_token
 from interp.training import checkpoints, parallel, sharded
 from interp.training.config import TrainConfig, config_diff, lr_at
 from interp.training.runtime import StopFlag, param_hash, rng_state, set_rng_state
-from interp.training.step import (
-    bf16_is_native,
-    compute_dtype,
-    lm_loss_sum,
-    make_optimizer,
-    train_step,
-)
+from interp.training.step import bf16_is_native, compute_dtype, lm_loss_sum, make_optimizer, train_step
 
 
 def check_model(cfg: TrainConfig) -> None:
