@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import sys
 import tempfile
 import time
@@ -66,7 +67,7 @@ KNOBS_NAME, KNOBS_TITLE = "bench_train_knobs", "CPU training throughput knobs (b
 SIZES = {
     "real": dict(preset="tiny", taper_blocks=20, taper_block_steps=1, trainer_steps=40, trainer_log=5,
                  matmul_n=(1024, 2048), matmul_reps=5, dtype_steps=120, dtype_block=2, eval_batches=8,
-                 knob_blocks=8, knob_block_steps=1, optim_reps=10, sample_reps=200, compile=True),
+                 knob_blocks=10, knob_block_steps=1, optim_reps=10, sample_reps=200, compile=True),
     "quick": dict(preset="micro", taper_blocks=3, taper_block_steps=1, trainer_steps=6, trainer_log=2,
                   matmul_n=(128, 256), matmul_reps=2, dtype_steps=6, dtype_block=2, eval_batches=2,
                   knob_blocks=2, knob_block_steps=1, optim_reps=2, sample_reps=5, compile=False),
@@ -375,13 +376,23 @@ def bench_knobs(report: Report, base: TrainConfig, data: TokenData, size: dict, 
         runners = {"compiled": BareTrainer(base.with_overrides(compile=True), data.vocab_size),
                    "eager": BareTrainer(base, data.vocab_size)}
         first = data.sample_batch("train", base.batch_size, base.n_ctx, torch.Generator().manual_seed(base.seed))
-        for name, runner in runners.items():
-            start = time.perf_counter()
-            runner.step(first, 0)
-            warm[name] = time.perf_counter() - start
-        tps = paired_blocks(runners, base, data, size)
+        with tempfile.TemporaryDirectory(prefix="bench_train_inductor_") as cache:  # a cold compile, every time
+            previous = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+            os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache
+            try:
+                for name, runner in runners.items():
+                    start = time.perf_counter()
+                    runner.step(first, 0)
+                    warm[name] = time.perf_counter() - start
+                tps = paired_blocks(runners, base, data, size)
+            finally:
+                if previous is None:
+                    os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
+                else:
+                    os.environ["TORCHINDUCTOR_CACHE_DIR"] = previous
         ratio = Spread.of(paired_ratios(tps["compiled"], tps["eager"])).median
-        saved, extra = step_s * (1 - 1 / ratio), warm["compiled"] - warm["eager"]
+        eager_s = tokens_per_step(base) / Spread.of(tps["eager"]).median
+        saved, extra = eager_s * (1 - 1 / ratio), warm["compiled"] - warm["eager"]
         pays = (f"pays for its {extra:.0f} s warm-up after ~{extra / saved:,.0f} steps" if saved > 0 else
                 f"never pays for its {extra:.0f} s warm-up")
         shapes = len(set(base.width.widths(base.n_layers, base.d_ff)))
@@ -410,7 +421,8 @@ def bench_knobs(report: Report, base: TrainConfig, data: TokenData, size: dict, 
                  "ratio": f"{sample_s / step_s:.1e}", "default, and why": "in-process memmap sampling (unchanged: "
                  "a loader process could hide at most this share of a step)"})
     report.table(rows)
-    compiled = (f"its first step took {warm['compiled']:.1f} s vs {warm['eager']:.2f} s eager" if warm else
+    compiled = (f"its first step (a cold compile: empty inductor cache) took {warm['compiled']:.1f} s vs "
+                f"{warm['eager']:.2f} s eager" if warm else
                 "not run at --quick sizes (its warm-up alone takes ~30 s)")
     optim = ", ".join(f"{k} {v.fmt('.1f')}" for k, v in optim_ms.items())
     report.note(f"The variants of a knob share init, batches and lr schedule; {size['knob_blocks']} interleaved "
