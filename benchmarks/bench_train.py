@@ -13,6 +13,11 @@
       with the same schedule; tokens/s and validation loss after the same steps.
   (d) matmul peak of this machine (square n x n matmuls, fp32 and bf16) and the MFU of the training
       runs of (b) and (c): training_flops_per_token * tokens/s / peak.
+  (e) the other CPU throughput knobs (issue #14), each a side-by-side ratio on the same batches: threads 1 vs
+      2, torch.compile of the blocks vs eager (after its warm-up, which is timed: how many steps it takes to
+      pay for itself), AdamW for-loop vs foreach vs fused (whole steps, and the optimizer step alone), and
+      the cost of sampling a batch from the token memmaps against a step. Beside each: the default it
+      supports (a default that would change results is never switched silently).
 
 The bare loop's step IS the Trainer's: interp.training.train_step (autocast forward only, loss in fp32,
 grad clip, AdamW from interp.training.make_optimizer, lr from interp.training.lr_at), so (b) measures
@@ -22,7 +27,9 @@ only what the Trainer adds around it.
 
 from __future__ import annotations
 
+import itertools
 import json
+import os
 import sys
 import tempfile
 import time
@@ -50,16 +57,20 @@ from interp.training import (
     make_optimizer,
     train_step,
 )
+from interp.training.parallel import eager, prepare_blocks
 
 NAME = "bench_train"
 TITLE = "Training throughput (bench_train)"
+KNOBS_NAME, KNOBS_TITLE = "bench_train_knobs", "CPU training throughput knobs (bench_train --parts e)"
 
 # Sizes: real (tiny preset, ~6 min on 2 quiet cores) and quick (micro preset, seconds).
 SIZES = {
     "real": dict(preset="tiny", taper_blocks=20, taper_block_steps=1, trainer_steps=40, trainer_log=5,
-                 matmul_n=(1024, 2048), matmul_reps=5, dtype_steps=120, dtype_block=2, eval_batches=8),
+                 matmul_n=(1024, 2048), matmul_reps=5, dtype_steps=120, dtype_block=2, eval_batches=8,
+                 knob_blocks=10, knob_block_steps=1, optim_reps=10, sample_reps=200, compile=True),
     "quick": dict(preset="micro", taper_blocks=3, taper_block_steps=1, trainer_steps=6, trainer_log=2,
-                  matmul_n=(128, 256), matmul_reps=2, dtype_steps=6, dtype_block=2, eval_batches=2),
+                  matmul_n=(128, 256), matmul_reps=2, dtype_steps=6, dtype_block=2, eval_batches=2,
+                  knob_blocks=2, knob_block_steps=1, optim_reps=2, sample_reps=5, compile=False),
 }
 
 
@@ -80,15 +91,19 @@ def base_config(preset: str, threads: int) -> TrainConfig:
 
 class BareTrainer:
     """The minimal loop's state: one model and its AdamW, stepped by interp.training.train_step (the Trainer's
-    own step) in the precision of cfg.dtype ("fp32" | "bf16" | "auto", as TrainConfig.dtype)."""
+    own step) in the precision of cfg.dtype ("fp32" | "bf16" | "auto", as TrainConfig.dtype), with the blocks
+    prepared as cfg says (activation_checkpointing, compile: interp.training.parallel.prepare_blocks) and the
+    AdamW implementation `adamw` (interp.training.step.ADAMW_IMPLS; default: make_optimizer's choice)."""
 
-    def __init__(self, cfg: TrainConfig, vocab_size: int, device: str | torch.device = "cpu"):
+    def __init__(self, cfg: TrainConfig, vocab_size: int, device: str | torch.device = "cpu",
+                 adamw: str | None = None):
         torch.manual_seed(cfg.seed)  # same init as the Trainer (it seeds before building the model)
         self.cfg = cfg
         self.device = torch.device(device)
         self.dtype = compute_dtype(cfg.dtype, self.device)
         self.model = TaperedLM(cfg.model_config(vocab_size)).to(self.device)
-        self.optimizer = make_optimizer(self.model, cfg)
+        prepare_blocks(self.model, checkpointing=cfg.activation_checkpointing, compile=cfg.compile)
+        self.optimizer = make_optimizer(self.model, cfg, impl=adamw)
 
     def step(self, batch: torch.Tensor, step: int) -> float:
         """One optimizer step on [batch, n_ctx + 1] tokens; returns the loss (forces the step to finish)."""
@@ -103,9 +118,10 @@ class BareTrainer:
         self.model.eval()
         total, count = 0.0, 0
         try:
-            for batch in data.eval_batches(self.cfg.batch_size, self.cfg.n_ctx, n_batches):
-                total += lm_loss_sum(self.model, batch, dtype or self.dtype).item()
-                count += batch[:, 1:].numel()
+            with eager():
+                for batch in data.eval_batches(self.cfg.batch_size, self.cfg.n_ctx, n_batches):
+                    total += lm_loss_sum(self.model, batch, dtype or self.dtype).item()
+                    count += batch[:, 1:].numel()
         finally:
             self.model.train()
         return total / count
@@ -301,14 +317,133 @@ def bench_bf16(report: Report, base: TrainConfig, data: TokenData, size: dict) -
     return {"fp32_tps": Spread.of(tps["fp32"]).median, "bf16_tps": Spread.of(tps["bf16"]).median}
 
 
+# --------------------------------------------------------------------------------- (e) CPU knobs
+
+def paired_blocks(runners: dict[str, BareTrainer], cfg: TrainConfig, data: TokenData, size: dict,
+                  before=None) -> dict[str, list[float]]:
+    """Tokens/s per block of knob_block_steps steps for each runner: interleaved (ABBA), the same batches for
+    every runner, one untimed warm-up block first; `before(name)` runs ahead of each of name's blocks."""
+    k, reps = size["knob_block_steps"], size["knob_blocks"]
+    gen = torch.Generator().manual_seed(cfg.seed + 1)
+    batches = [[data.sample_batch("train", cfg.batch_size, cfg.n_ctx, gen) for _ in range(k)] for _ in range(reps + 1)]
+    state = {name: 0 for name in runners}
+
+    def block(name: str):
+        def run() -> None:
+            if before:
+                before(name)
+            i = state[name]
+            for j, batch in enumerate(batches[i]):
+                runners[name].step(batch, i * k + j)
+            state[name] = i + 1
+        return run
+
+    times = interleave({name: block(name) for name in runners}, reps=reps, warmup=1)
+    return {name: [k * tokens_per_step(cfg) / t for t in ts] for name, ts in times.items()}
+
+
+def bench_knobs(report: Report, base: TrainConfig, data: TokenData, size: dict, threads: int,
+                bf16_ratio: float | None) -> dict:
+    report.section("(e) CPU throughput knobs, side by side")
+    rows, ratios = [], {}
+
+    def row(knob: str, tps: dict[str, list[float]], num: str, den: str, default: str) -> float:
+        ratio = Spread.of(paired_ratios(tps[num], tps[den]))
+        rows.append({"knob": knob, "variant / baseline": f"{num} / {den}",
+                     "tokens/s": " vs ".join(Spread.of(tps[n]).fmt(",.0f") for n in (num, den)),
+                     "ratio": ratio.fmt(), "default, and why": default})
+        ratios[f"{knob}: {num} / {den}"] = ratio.median
+        return ratio.median
+
+    # threads: one model per thread count, torch.set_num_threads before each block
+    label = {n: f"{n} thread{'s' * (n > 1)}" for n in sorted({1, max(2, threads), threads})}
+    runners = {name: BareTrainer(base, data.vocab_size) for name in label.values()}
+    tps = paired_blocks(runners, base, data, size, before=lambda name: torch.set_num_threads(int(name.split()[0])))
+    torch.set_num_threads(threads)
+    row("threads", tps, label[max(label)], label[1], "TrainConfig.threads=0 = all cores / local ranks (unchanged)")
+    step_s = tokens_per_step(base) / Spread.of(tps[label[threads]]).median  # a step at --threads
+    dtype_default = ("dtype='auto' = bf16 where native (unchanged: it changes results, so each preset fixes it "
+                     "and every run records it)")
+    if bf16_ratio is not None:
+        rows.append({"knob": "dtype", "variant / baseline": "bf16 autocast / fp32", "tokens/s": "part (c)",
+                     "ratio": f"{bf16_ratio:.3f}", "default, and why": dtype_default})
+    else:  # part (c) did not run: a short side-by-side of its own
+        runners = {name: BareTrainer(base.with_overrides(dtype=name), data.vocab_size) for name in ("bf16", "fp32")}
+        row("dtype", paired_blocks(runners, base, data, size), "bf16", "fp32", dtype_default)
+    # torch.compile of the blocks: the first step compiles (timed on its own), then the steady state
+    warm = {}
+    if size["compile"]:
+        runners = {"compiled": BareTrainer(base.with_overrides(compile=True), data.vocab_size),
+                   "eager": BareTrainer(base, data.vocab_size)}
+        first = data.sample_batch("train", base.batch_size, base.n_ctx, torch.Generator().manual_seed(base.seed))
+        with tempfile.TemporaryDirectory(prefix="bench_train_inductor_") as cache:  # a cold compile, every time
+            previous = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+            os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache
+            try:
+                for name, runner in runners.items():
+                    start = time.perf_counter()
+                    runner.step(first, 0)
+                    warm[name] = time.perf_counter() - start
+                tps = paired_blocks(runners, base, data, size)
+            finally:
+                if previous is None:
+                    os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
+                else:
+                    os.environ["TORCHINDUCTOR_CACHE_DIR"] = previous
+        ratio = Spread.of(paired_ratios(tps["compiled"], tps["eager"])).median
+        eager_s = tokens_per_step(base) / Spread.of(tps["eager"]).median
+        saved, extra = eager_s * (1 - 1 / ratio), warm["compiled"] - warm["eager"]
+        pays = (f"pays for its {extra:.0f} s warm-up after ~{extra / saved:,.0f} steps" if saved > 0 else
+                f"never pays for its {extra:.0f} s warm-up")
+        shapes = len(set(base.width.widths(base.n_layers, base.d_ff)))
+        row("torch.compile (blocks)", tps, "compiled", "eager",
+            f"compile=False (unchanged: compiled kernels round differently, so it would move results); {pays}; "
+            f"{shapes} block shape(s) here: a tapered model compiles one graph per distinct width")
+    # AdamW implementations: whole steps, then the optimizer step alone on the same gradients
+    runners = {impl: BareTrainer(base, data.vocab_size, adamw=impl) for impl in ("fused", "foreach", "for-loop")}
+    tps = paired_blocks(runners, base, data, size)
+    row("AdamW", tps, "fused", "for-loop", "fused_adamw=False (unchanged: fused rounds differently, ~1e-7)")
+    row("AdamW", tps, "foreach", "for-loop", "for-loop on CPU, torch's own choice (foreach is bit-identical; "
+        "make_optimizer uses it for FSDP's DTensors)")
+    for runner in runners.values():
+        for p in runner.model.parameters():
+            p.grad = torch.full_like(p, 1e-3)
+    steps = {impl: runner.optimizer.step for impl, runner in runners.items()}
+    optim_ms = {k: Spread.of([1e3 * t for t in ts]) for k, ts in interleave(steps, reps=size["optim_reps"]).items()}
+    # data loading: sampling one global batch from the memmaps, against a whole step
+    gen = torch.Generator().manual_seed(base.seed + 1)
+    stamps = [time.perf_counter()]
+    for _ in range(size["sample_reps"]):
+        data.sample_batch("train", base.batch_size, base.n_ctx, gen)
+        stamps.append(time.perf_counter())
+    sample_s = Spread.of([b - a for a, b in itertools.pairwise(stamps)]).median
+    rows.append({"knob": "data loading", "variant / baseline": "sample_batch / step", "tokens/s": "",
+                 "ratio": f"{sample_s / step_s:.1e}", "default, and why": "in-process memmap sampling (unchanged: "
+                 "a loader process could hide at most this share of a step)"})
+    report.table(rows)
+    compiled = (f"its first step (a cold compile: empty inductor cache) took {warm['compiled']:.1f} s vs "
+                f"{warm['eager']:.2f} s eager" if warm else
+                "not run at --quick sizes (its warm-up alone takes ~30 s)")
+    optim = ", ".join(f"{k} {v.fmt('.1f')}" for k, v in optim_ms.items())
+    report.note(f"The variants of a knob share init, batches and lr schedule; {size['knob_blocks']} interleaved "
+                f"blocks of {size['knob_block_steps']} step(s) each after one untimed warm-up block; fp32, batch "
+                f"{base.batch_size} x {base.n_ctx}, {threads} threads unless the knob is threads. torch.compile = "
+                "interp.training.parallel.prepare_blocks (each block's forward; embedding, final norm, unembedding "
+                f"and loss eager): {compiled}. The AdamW step alone (ms, same gradients): {optim}. Sampling a "
+                f"{base.batch_size} x {base.n_ctx + 1} batch from the memmaps takes {1e3 * sample_s:.3f} ms, against "
+                f"a {step_s:.2f} s step.")
+    return ratios
+
+
 # -------------------------------------------------------------------------------------------- main
 
-PARTS = ("a", "b", "c", "d")
+PARTS = ("a", "b", "c", "d", "e")
 
 
 def _parts(p) -> None:
     p.add_argument("--parts", default=",".join(PARTS),
-                   help="comma-separated subset of a (taper), b (Trainer), c (bf16), d (peak, MFU); default all")
+                   help="comma-separated subset of a (taper), b (Trainer), c (bf16), d (peak, MFU), e (CPU knobs: "
+                        "threads, compile, AdamW, data loading); default all")
 
 
 def main(argv: Sequence[str] | None = None, command: str | None = None) -> str:
@@ -316,7 +451,10 @@ def main(argv: Sequence[str] | None = None, command: str | None = None) -> str:
     parts = [p.strip() for p in args.parts.split(",") if p.strip()]
     if not parts or set(parts) - set(PARTS):
         raise SystemExit(f"benchmarks/{NAME}.py: --parts {args.parts!r}: choose from {','.join(PARTS)}")
-    size, report = begin(args, SIZES, NAME, TITLE, argv, command)
+    # part e alone has its own RESULTS.md section, so rerunning it keeps the committed a-d numbers
+    alone = parts == ["e"]
+    size, report = begin(args, SIZES, KNOBS_NAME if alone else NAME, KNOBS_TITLE if alone else TITLE, argv, command,
+                         script=NAME)
     base = base_config(size["preset"], args.threads)
     data = synthetic_data(base.vocab_size) if args.quick else prepare_tokens(base.source, base.tokenizer,
                                                                                base.vocab_size, base.val_fraction)
@@ -336,6 +474,9 @@ def main(argv: Sequence[str] | None = None, command: str | None = None) -> str:
     if "d" in parts:
         flops = training_flops_per_token(base.model_config(data.vocab_size), base.n_ctx)
         bench_peak(report, size, measured, flops)
+    if "e" in parts:
+        bf16 = measured["bf16 autocast (c)"] / measured["fp32 (c)"] if "c" in parts else None
+        bench_knobs(report, base, data, size, args.threads, bf16)
     return finish(report, args.write)
 
 

@@ -25,7 +25,8 @@ from benchmarks.common import DEFAULT_THREADS, RESULTS_FILE, update_results
 
 BENCHMARKS = ("hooks", "train", "probes", "evals", "tokenize")  # the default set, cheapest first: a broken setup fails fast
 # bench_tokenize runs its memory part at 32 / 128 MB here; `python benchmarks/bench_tokenize.py --full` at 0.25 / 1.5 GB
-OPTIONAL = ("mixers",)  # only with --only: bench_mixers (every token mixer) takes ~10 min more on its own
+OPTIONAL = ("mixers", "gpu_scale")  # only with --only: bench_mixers (every token mixer) takes ~10 min more on its
+# own; bench_gpu_scale needs CUDA (without it, it prints one line and writes nothing)
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, str]:
@@ -50,7 +51,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, str]:
         t0 = time.perf_counter()
         sections[module.NAME] = module.main(bench_argv, command=command)
         print(f"[run_all] bench_{name}: {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
-        if args.write and not args.quick:
+        if args.write and not args.quick and sections[module.NAME]:  # "": skipped (bench_gpu_scale without CUDA)
             update_results({module.NAME: sections[module.NAME]})
     total = time.perf_counter() - start
     print(f"[run_all] {len(chosen)} benchmark(s) in {total:.0f} s ({total / 60:.1f} min)"

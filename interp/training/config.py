@@ -18,11 +18,13 @@ from interp.schedules import WidthSpec
 from interp.training.presets import PRESETS
 
 # The precisions a run (and the training benchmarks) can compute in, -> torch dtype names. "auto" picks
-# bf16 where the hardware has native bf16 units (interp.training.trainer.bf16_is_native), else fp32.
+# bf16 where the hardware has native bf16 units (interp.training.step.bf16_is_native), else fp32.
 DTYPES = dtype_names("fp32", "bf16", AUTO)
 TORCH_DTYPE_NAMES = {name: TORCH_NAMES[name] for name in DTYPES if name != AUTO}  # {"fp32": "float32", ...}
 WIDTH_FIELDS = tuple(f.name for f in dataclasses.fields(WidthSpec))
 # Fields that change how a run is executed or reported, never its weights: they may differ on resume.
+# How ranks share the model under torchrun (interp.training.parallel); one process trains the plain model.
+PARALLEL = ("ddp", "fsdp")
 RUNTIME_FIELDS = ("out_dir", "resume", "threads", "eval_interval", "ckpt_interval", "keep_step_checkpoints",
                   "log_interval", "peak_flops", "notes", "preset", "progress")
 
@@ -83,6 +85,16 @@ class TrainConfig:
                         choices=DTYPES)
     out_dir: str = option("runs/default", "run directory, e.g. runs/cosine-1.5-0.5", flag="--out")
     threads: int = option(0, "torch CPU threads per rank; 0 = all cores / local ranks")
+    # execution at scale (interp.training.parallel, docs/scale.md); each is part of the run: kept on resume
+    parallel: str = option("ddp", "ddp | fsdp: how torchrun ranks share the model (fsdp: FSDP2 fully_shard per "
+                           "block + root, bf16 params with fp32 reduce when dtype is bf16, sharded DCP train "
+                           "states); one process trains the plain model either way", choices=PARALLEL)
+    activation_checkpointing: bool = option(False, "recompute each decoder block's activations in backward "
+                                            "(torch.utils.checkpoint, non-reentrant): less memory, ~1 more forward")
+    compile: bool = option(False, "torch.compile each decoder block's forward (embedding, final norm, unembedding "
+                           "and loss stay eager); evaluation runs eager")
+    fused_adamw: bool = option(False, "AdamW fused=True (one kernel per step) where the device supports it (CUDA, "
+                               "CPU in torch 2.13); faster, but it rounds differently: off by default")
     resume: bool = option(False, "continue the run in --out from its train_state.pt")
     peak_flops: float | None = option(None, "per-device peak FLOP/s; when set, MFU is logged")
     preset: str | None = option(None, "the preset this config came from (TrainConfig.from_preset)", cli=False)
@@ -142,6 +154,11 @@ class TrainConfig:
                              f"grad_accum={self.grad_accum} (batch_size counts sequences per optimizer step)")
         if self.dtype not in DTYPES:
             raise ValueError(f"TrainConfig.dtype={self.dtype!r}; choose one of {DTYPES}")
+        if self.parallel not in PARALLEL:
+            raise ValueError(f"{_field('parallel', self.parallel)}: choose one of {list(PARALLEL)}")
+        for name in ("activation_checkpointing", "compile", "fused_adamw"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{_field(name, getattr(self, name))} must be true or false")
         if not 0 <= self.min_lr <= self.lr:
             raise ValueError(f"TrainConfig: need 0 <= min_lr ({self.min_lr}) <= lr ({self.lr})")
         if not 0 <= self.warmup_steps <= self.steps:
@@ -193,7 +210,9 @@ def lr_at(step: int, cfg: TrainConfig) -> float:
 
 
 def config_diff(stored: dict, cfg: TrainConfig) -> list[str]:
-    """Fields (other than RUNTIME_FIELDS) whose stored value differs from cfg: 'name: stored -> new'."""
+    """Fields (other than RUNTIME_FIELDS) whose stored value differs from cfg: 'name: stored -> new'. A field
+    the stored config lacks (written before the field existed) counts as its default, which is what that run
+    did: adding an option keeps older run directories resumable."""
     new = json.loads(json.dumps(cfg.to_dict()))  # tuples -> lists, as stored
     # a field the stored config lacks was added later: that run was trained with its default (e.g. arch "llama")
     defaults = json.loads(json.dumps(TrainConfig().to_dict()))

@@ -1,6 +1,7 @@
 """Training presets: named dicts of TrainConfig overrides (applied by TrainConfig.from_preset).
 
-Only plain values live here, so this module imports nothing and a preset reads like a table row.
+Only plain values live here (and `dry_run`, computed from them), so this module imports nothing and a
+preset reads like a table row.
 Each preset's `notes` says which numbers come from the paper and which are our guesses; the paper
 publishes the recipe (AdamW, peak LR 4e-4, cosine decay, weight decay 0.1, sequence 4K, ~0.5M tokens
 per batch) and the token budgets at 760M (50B) and 1.3B (100B), not the model shapes, tokenizer,
@@ -69,3 +70,20 @@ PRESETS: dict[str, dict] = {
               "Shape ours: 24 layers x d_model 2048, 16 heads, d_ff 5120 (1.29B params). " + _GPU_GUESSES,
     ),
 }
+
+
+# A paper preset at toy size, for a dry run on a CPU before a cluster run (tests/test_fsdp.py runs each under
+# 2-rank DDP and FSDP): the preset's shape shrunk (depth, width, context, batch), every other field as it is
+# (optimizer, schedule, dtype, tokenizer, data). Shrunk shapes keep the head count and d_ff / d_model.
+DRY_RUN = dict(n_layers=4, d_head=8, n_ctx=64, batch_size=8, grad_accum=2, steps=3, warmup_steps=1,
+               eval_interval=3, eval_batches=2, ckpt_interval=3, log_interval=1)
+
+
+def dry_run(name: str) -> dict:
+    """The overrides that shrink preset `name` for a dry run: TrainConfig.from_preset(name, **dry_run(name))."""
+    preset = PRESETS[name]
+    sizes = {k: v for k, v in DRY_RUN.items() if k != "d_head"}
+    d_model = preset.get("n_heads", 4) * DRY_RUN["d_head"]
+    d_ff = max(16, round(preset.get("d_ff", 1024) / preset.get("d_model", 256) * d_model / 16) * 16)
+    return {**sizes, "d_model": d_model, "d_ff": d_ff,
+            "notes": f"dry run of preset {name!r}: shape shrunk (interp.training.presets.dry_run)"}

@@ -1,19 +1,21 @@
-"""Train a tapered LM: `Trainer(cfg).run()`, single process or torchrun DDP.
+"""Train a tapered LM: `Trainer(cfg).run()`, single process or torchrun (DDP or FSDP2).
 
 `Trainer(cfg)` builds everything a run needs (process group, device, data, model, optimizer, data
 stream, and the saved state of an interrupted run when resuming); `run()` is then the loop, in the
 order a step runs (nanoGPT-style, small enough to read in one sitting):
   sample the GLOBAL batch with the run's data generator -> train_step: lr from warm-up + cosine, each
-  rank takes its rows of each micro-batch, forward/backward (bf16 autocast optional; DDP all-reduces on
-  the last micro-batch only), clip, AdamW step -> log / eval / checkpoint -> stop on a signal.
+  rank takes its rows of each micro-batch, forward/backward (bf16 autocast optional; DDP / FSDP synchronise
+  gradients on the last micro-batch only), clip, AdamW step -> log / eval / checkpoint -> stop on a signal.
 
 Why sample the global batch on every rank: the data stream then depends only on the seed and the
 step, not on the number of ranks or micro-batches, so a 2-rank run equals a 1-rank run with the
 same global batch (up to float reduction order) and resume is exact (only the generator state and
 the step need restoring). Evaluation reads fixed windows and never touches the training generator.
 
-The step itself is the module-level `train_step(model, optimizer, micro_batches, ...)`, which the
-benchmarks' bare loop calls too, so "Trainer vs bare loop" measures exactly the loop around it.
+The step itself is `train_step(model, optimizer, micro_batches, ...)` (interp.training.step), which the
+benchmarks' bare loop calls too, so "Trainer vs bare loop" measures exactly the loop around it. How the
+model runs (DDP / FSDP, activation checkpointing, compile) is interp.training.parallel; the sharded train
+states of FSDP runs are interp.training.sharded.
 
 Run directory layout: docs/ARCHITECTURE.md, "Run directories". config.json = {"train": TrainConfig,
 "model": ModelConfig, "widths", "label", "data", "params", "flops_per_token", "provenance"}.
@@ -22,16 +24,12 @@ Run directory layout: docs/ARCHITECTURE.md, "Run directories". config.json = {"t
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import math
 import os
 import random
-import signal
 import sys
-import threading
 import time
-from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -39,140 +37,18 @@ import torch
 import torch.distributed as tdist
 from jaxtyping import Int
 from torch import Tensor
-from torch.nn.parallel import DistributedDataParallel
 
 from interp._util.dist import Distributed
-from interp._util.dtypes import AUTO, torch_dtype
 from interp._util.errors import InputError
 from interp._util.io import LockHeld, atomic_write, exclusive_lock, read_json, remove_stale_temps, write_json_atomic
 from interp._util.paths import CONFIG_FILE, LOG_FILE, RESULT_FILE, TRAIN_STATE_FILE, WEIGHTS_FILE
 from interp._util.provenance import provenance
 from interp.data import TokenData, prepare_tokens
-from interp.model import TaperedLM, flops_per_token, next_token_loss, param_counts, training_flops_per_token
-from interp.training import checkpoints
+from interp.model import TaperedLM, flops_per_token, param_counts, training_flops_per_token
+from interp.training import checkpoints, parallel, sharded
 from interp.training.config import TrainConfig, config_diff, lr_at
-
-
-def bf16_is_native(device: torch.device) -> bool:
-    """Whether bf16 autocast runs on native bf16 units here: a bf16-capable GPU, or a CPU with AVX512-BF16
-    or AMX. benchmarks/RESULTS.md (bench_train c): on such a CPU bf16 trained the tiny preset 1.65x faster
-    than fp32 with validation loss within 0.6%, so `dtype="auto"` picks it; elsewhere fp32."""
-    if device.type == "cuda":
-        return torch.cuda.is_bf16_supported()
-    try:
-        flags = Path("/proc/cpuinfo").read_text().split()
-    except OSError:
-        return False
-    return "avx512_bf16" in flags or "amx_bf16" in flags
-
-
-def compute_dtype(name: str, device: torch.device) -> torch.dtype:
-    """TrainConfig.dtype ("fp32" | "bf16" | "auto") -> the torch dtype the forward runs in on `device`."""
-    if name == AUTO:
-        name = "bf16" if bf16_is_native(device) else "fp32"
-    return torch_dtype(name)
-
-
-# ------------------------------------------------------------------------------------------- the step
-
-def lm_loss_sum(model: torch.nn.Module, batch: Int[Tensor, "batch n_ctx_plus_1"],
-                dtype: torch.dtype = torch.float32) -> Tensor:
-    """Summed next-token cross-entropy of windows [b, n_ctx + 1]: inputs batch[:, :-1], targets batch[:, 1:].
-
-    The forward runs under bf16 autocast when dtype is bfloat16; the loss is always computed in fp32."""
-    device = next(model.parameters()).device
-    batch = batch.to(device, non_blocking=True)
-    autocast = (torch.autocast(device.type, dtype=torch.bfloat16) if dtype == torch.bfloat16
-                else contextlib.nullcontext())
-    with autocast:
-        logits = model(batch[:, :-1])  # [b, n_ctx, vocab]
-    return next_token_loss(logits, batch, reduction="sum", fp32=True)
-
-
-def train_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer,
-               micro_batches: Sequence[Int[Tensor, "micro n_ctx_plus_1"]], lr: float, grad_clip: float = 0.0,
-               dtype: torch.dtype = torch.float32) -> tuple[Tensor, Tensor]:
-    """One optimizer step over micro-batches (gradients accumulated); returns (mean loss, grad norm), unsynced.
-
-    Each micro-batch's loss is the mean over its targets, / len(micro_batches), so the step's gradient is
-    the batch mean. Under DDP (`model` a DistributedDataParallel) gradients are all-reduced on the last
-    micro-batch only. grad_clip 0 disables clipping (the grad norm is then reported as 0)."""
-    for group in optimizer.param_groups:
-        group["lr"] = lr
-    n = len(micro_batches)
-    loss_total = torch.zeros((), device=next(model.parameters()).device)
-    for i, micro in enumerate(micro_batches):
-        defer_sync = i < n - 1 and isinstance(model, DistributedDataParallel)
-        with model.no_sync() if defer_sync else contextlib.nullcontext():
-            loss = lm_loss_sum(model, micro, dtype) / micro[:, 1:].numel()
-            (loss / n).backward()
-        loss_total += loss.detach() / n
-    grad_norm = (torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
-                 if grad_clip > 0 else torch.zeros(()))
-    optimizer.step()
-    optimizer.zero_grad(set_to_none=True)
-    return loss_total, grad_norm
-
-
-def make_optimizer(model: torch.nn.Module, cfg: TrainConfig) -> torch.optim.AdamW:
-    """AdamW with weight decay on matrices (linear and embedding weights) only, not on norm gains."""
-    params = [p for p in model.parameters() if p.requires_grad]
-    groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": cfg.weight_decay},
-              {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
-    return torch.optim.AdamW(groups, lr=cfg.lr, betas=cfg.betas)
-
-
-# ------------------------------------------------------------------------------------------ plumbing
-
-class StopFlag:
-    """SIGINT/SIGTERM set a flag; the loop finishes its step, saves, and exits. A second SIGINT aborts."""
-
-    def __init__(self) -> None:
-        self.signal: str | None = None
-        self._previous: dict[int, object] = {}
-
-    def _handle(self, signum, frame) -> None:
-        if self.signal is not None and signum == signal.SIGINT:
-            raise KeyboardInterrupt
-        self.signal = signal.Signals(signum).name
-
-    def __enter__(self) -> StopFlag:
-        if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                self._previous[sig] = signal.signal(sig, self._handle)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        for sig, handler in self._previous.items():
-            signal.signal(sig, handler)
-
-
-def rng_state() -> dict:
-    """All global RNG states as tensors/plain values (so train_state.pt loads with weights_only=True)."""
-    key, keys, pos, has_gauss, cached = np.random.get_state()
-    return {"torch": torch.get_rng_state(), "python": random.getstate(),
-            "numpy": {"key": key, "keys": torch.from_numpy(keys.astype(np.int64)), "pos": int(pos),
-                      "has_gauss": int(has_gauss), "cached_gaussian": float(cached)},
-            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []}
-
-
-def set_rng_state(state: dict) -> None:
-    torch.set_rng_state(state["torch"])
-    random.setstate(state["python"])
-    n = state["numpy"]
-    np.random.set_state((n["key"], n["keys"].numpy().astype(np.uint32), n["pos"], n["has_gauss"],
-                         n["cached_gaussian"]))
-    if state["cuda"] and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
-
-
-def param_hash(model: torch.nn.Module) -> str:
-    """sha256 of every parameter's bytes in name order: equal hashes = bit-identical weights."""
-    h = hashlib.sha256()
-    for name, p in sorted(model.state_dict().items()):
-        h.update(name.encode())
-        h.update(p.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
-    return h.hexdigest()
+from interp.training.runtime import StopFlag, param_hash, rng_state, set_rng_state
+from interp.training.step import bf16_is_native, compute_dtype, lm_loss_sum, make_optimizer, train_step
 
 
 def check_model(cfg: TrainConfig) -> None:
@@ -294,6 +170,8 @@ class Trainer:
         self._stored = stored
         if has_state:
             self._state = checkpoints.load_train_state(self.out, map_location="cpu")
+            if sharded.STATE_KEY in self._state:
+                sharded.check(self.out, self._state)
         return None
 
     def _build(self, data: TokenData | None) -> None:
@@ -313,10 +191,11 @@ class Trainer:
         np.random.seed(cfg.seed)
         torch.manual_seed(cfg.seed)
         self.raw = TaperedLM(self.model_cfg).to(self.device)
-        self.model = (DistributedDataParallel(self.raw, device_ids=[self.dist.local_rank]
-                                              if self.device.type == "cuda" else None)
-                      if world > 1 else self.raw)
-        self.optimizer = make_optimizer(self.raw, cfg)
+        self.model = parallel.wrap_model(self.raw, cfg.parallel, self.dist, self.dtype,  # FSDP: raw is sharded
+                                         checkpointing=cfg.activation_checkpointing, compile=cfg.compile)
+        self.optimizer = make_optimizer(self.model, cfg)
+        self.sharded = cfg.parallel == "fsdp"  # train states through DCP (interp.training.sharded)
+        self._host: TaperedLM | None = None  # FSDP: rank 0's CPU copy of the full weights, refilled per save
         self.generator = torch.Generator().manual_seed(cfg.seed + 1)  # the data stream; CPU like the memmaps
         self.train_flops = training_flops_per_token(self.model_cfg, cfg.n_ctx)
         self.run_config = {"train": cfg.to_dict(), "model": self.model_cfg.to_dict(), "widths": self.model_cfg.d_mlp,
@@ -324,6 +203,7 @@ class Trainer:
                            "flops_per_token": flops_per_token(self.model_cfg, cfg.n_ctx), "provenance": provenance()}
         # where the loop starts: step 0, or the saved state of an interrupted run
         self.resuming = self._state is not None
+        self.resumed_from: str | None = None  # the sharded state folder a resume loaded
         self.start_step, self.start_tokens, self.start_elapsed = 0, 0, 0.0
         self.start_train_loss = float("nan")  # the last logged train loss, until this session logs one
         if self.resuming:
@@ -331,14 +211,8 @@ class Trainer:
             self._state = None
 
     def _restore(self, state: dict) -> None:
-        """Weights, optimizer, data stream and global RNGs from train_state.pt; refuse changed data."""
-        self.raw.load_state_dict(state["model"])
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.generator.set_state(state["data_generator"])
-        set_rng_state(state["rng"])
-        self.start_step, self.start_tokens, self.start_elapsed = state["step"], state["tokens"], state["elapsed_s"]
-        self.start_train_loss = (state["train_loss"] if "train_loss" in state
-                                 else self._logged_train_loss(self.start_step))
+        """Weights, optimizer (train_state.pt, or the sharded state it names), data stream and global RNGs;
+        refuse changed data."""
         stored = self._stored
         changed = [k for k in ("source_hash", "tokenizer_hash", "n_tokens")
                    if stored.get("data", {}).get(k) != self.data.meta.get(k)]
@@ -346,6 +220,17 @@ class Trainer:
             raise ValueError(f"{self.out / CONFIG_FILE}: field data.{changed[0]} differs from the data this resume "
                              "would train on (the corpus or tokenizer changed); resume with the original "
                              "data, or start a new run in another --out")
+        if self.sharded:
+            sharded.load(self.out, state, self.model, self.optimizer, self.dist)
+        else:
+            self.raw.load_state_dict(state["model"])
+            self.optimizer.load_state_dict(state["optimizer"])
+        self.generator.set_state(state["data_generator"])
+        set_rng_state(state["rng"])
+        self.start_step, self.start_tokens, self.start_elapsed = state["step"], state["tokens"], state["elapsed_s"]
+        self.start_train_loss = (state["train_loss"] if "train_loss" in state
+                                 else self._logged_train_loss(self.start_step))
+        self.resumed_from = state.get(sharded.STATE_KEY)
         self.run_config = {**stored, "resumed": [*stored.get("resumed", []),
                                                  {"step": self.start_step, "provenance": provenance()}]}
 
@@ -373,7 +258,9 @@ class Trainer:
     def _loop(self, flag: StopFlag, stop_at: int | None) -> dict:
         cfg = self.cfg
         self._open_run_dir()
-        from tqdm.auto import tqdm  # imported here: keeps `import interp.training.trainer` lighter
+        from tqdm.auto import (
+            tqdm,  # imported here: keeps `import interp.training.trainer` lighter
+        )
 
         step, tokens, elapsed_before = self.start_step, self.start_tokens, self.start_elapsed
         bar = tqdm(total=cfg.steps, initial=step, unit="step", dynamic_ncols=True,
@@ -436,16 +323,18 @@ class Trainer:
 
     @torch.no_grad()
     def evaluate(self) -> dict:
-        """Mean validation loss and perplexity over the fixed first eval_batches windows of the val split."""
+        """Mean validation loss and perplexity over the fixed first eval_batches windows of the val split
+        (compiled blocks run eagerly here: evaluation never triggers a compilation)."""
         self.raw.eval()
         total, count = 0.0, 0.0
         micro = self.cfg.batch_size // self.cfg.grad_accum
-        for batch in self.data.eval_batches(micro, self.cfg.n_ctx, self.cfg.eval_batches):
-            rows = batch.shape[0] - batch.shape[0] % self.dist.world_size  # equal shards (last may be short)
-            if rows:
-                shard = self._shard(batch[:rows])
-                total += lm_loss_sum(self.raw, shard, self.dtype).item()
-                count += shard[:, 1:].numel()
+        with parallel.eager():
+            for batch in self.data.eval_batches(micro, self.cfg.n_ctx, self.cfg.eval_batches):
+                rows = batch.shape[0] - batch.shape[0] % self.dist.world_size  # equal shards (last may be short)
+                if rows:
+                    shard = self._shard(batch[:rows])
+                    total += lm_loss_sum(self.raw, shard, self.dtype).item()
+                    count += shard[:, 1:].numel()
         self.raw.train()
         total, count = self._all_sum([total, count])
         val_loss = total / max(count, 1.0)
@@ -460,11 +349,13 @@ class Trainer:
                   "widths": self.model_cfg.d_mlp, "elapsed_s": elapsed, "tokens_per_s": tokens_per_s,
                   "flops_per_s": tokens_per_s * self.train_flops, "world_size": world,
                   "device": self.device.type, "dtype": str(self.dtype).removeprefix("torch.")}
+        result.update(parallel.describe(self.model, self.optimizer, checkpointing=self.cfg.activation_checkpointing,
+                                        compile=self.cfg.compile))
         if self.cfg.peak_flops:
             result["mfu"] = result["flops_per_s"] / (self.cfg.peak_flops * world)
         if reason:
             result["reason"] = reason
-        if world > 1:  # proof that the ranks hold the same weights
+        if world > 1 and not parallel.is_sharded(self.model):  # proof that the DDP ranks hold the same weights
             hashes = [None] * world
             tdist.all_gather_object(hashes, param_hash(self.raw))
             result["rank_param_sha256"] = hashes
@@ -477,12 +368,15 @@ class Trainer:
         """Lock a new directory and sweep the temporaries of killed writes; then a resumed run keeps its log
         up to the restored step and repairs that step's checkpoint, a fresh one starts config.json and the log."""
         self._lock(create=True)
+        repair = self.resuming and self.cfg.keep_step_checkpoints
+        weights = self._weights() if repair else None  # under FSDP a collective: before rank 0 goes on alone
         if not self.dist.primary:
             return
         self._remove_stale_temps()
         if self.resuming:
             self._truncate_log(self.start_step)
-            self._repair_step_checkpoint()
+            if repair:
+                self._repair_step_checkpoint(weights)
         else:
             self.out.mkdir(parents=True, exist_ok=True)
             (self.out / LOG_FILE).unlink(missing_ok=True)
@@ -490,8 +384,10 @@ class Trainer:
 
     def _remove_stale_temps(self) -> None:
         """Temporaries of writes a kill interrupted, in the run directory and its step checkpoints (ours: we
-        hold the lock); a step directory left empty is removed, so nothing looks like a checkpoint that is not."""
+        hold the lock); a step directory left empty is removed, so nothing looks like a checkpoint that is not.
+        Sharded states: every folder but the one the restored train_state.pt names."""
         remove_stale_temps(self.out, RUN_FILES)
+        sharded.sweep(self.out, keep=self.resumed_from)
         for step_dir in sorted((self.out / STEP_DIRS).glob("step_*")):
             if step_dir.is_dir() and not step_dir.is_symlink():
                 remove_stale_temps(step_dir, RUN_FILES)
@@ -501,14 +397,14 @@ class Trainer:
     def _step_dir(self, step: int) -> Path:
         return self.out / STEP_DIRS / f"step_{step:06d}"
 
-    def _repair_step_checkpoint(self) -> None:
+    def _repair_step_checkpoint(self, weights: TaperedLM) -> None:
         """A kill after train_state.pt but inside the step checkpoint's write leaves that step's checkpoint
         missing or half-replaced; the restored weights are exactly that step's, so write it again, with the
         config the killed session would have written."""
         step_dir = self._step_dir(self.start_step)
-        if self.cfg.keep_step_checkpoints and not all((step_dir / n).is_file() for n in (WEIGHTS_FILE, CONFIG_FILE)):
-            checkpoints.save_checkpoint(step_dir, self.raw, {**self._stored, "step": self.start_step,
-                                                             "tokens": self.start_tokens})
+        if not all((step_dir / n).is_file() for n in (WEIGHTS_FILE, CONFIG_FILE)):
+            checkpoints.save_checkpoint(step_dir, weights, {**self._stored, "step": self.start_step,
+                                                            "tokens": self.start_tokens})
 
     def _log(self, record: dict) -> None:
         if self.dist.primary:
@@ -531,18 +427,31 @@ class Trainer:
         atomic_write(self.out, {LOG_FILE: lambda p: p.write_text("".join(keep))})
 
     def _save(self, step: int, tokens: int, elapsed: float, train_loss: float) -> None:
-        """The run's checkpoint, then train_state.pt (what a resume reads), then the step checkpoint; a kill
-        after the state is repaired on resume (_repair_step_checkpoint, and _loop's final evaluation)."""
+        """FSDP: every rank's shards first (a new folder no train_state.pt names yet). Then, on rank 0, the run's
+        checkpoint, train_state.pt (what a resume reads: the commit point), the step checkpoint; a kill after
+        the state is repaired on resume (_repair_step_checkpoint, and _loop's final evaluation)."""
+        state = {"step": step, "tokens": tokens, "elapsed_s": elapsed, "train_loss": float(train_loss),
+                 "rng": rng_state(), "data_generator": self.generator.get_state()}
+        if self.sharded:
+            state[sharded.STATE_KEY] = sharded.save(self.out, step, self.model, self.optimizer, self.dist)
+        weights = self._weights()
         if not self.dist.primary:
             return
-        checkpoints.save_checkpoint(self.out, self.raw, self.run_config)
-        checkpoints.save_train_state(self.out, {
-            "model": self.raw.state_dict(), "optimizer": self.optimizer.state_dict(), "step": step,
-            "tokens": tokens, "elapsed_s": elapsed, "train_loss": float(train_loss), "rng": rng_state(),
-            "data_generator": self.generator.get_state()})
+        if not self.sharded:
+            state.update(model=self.raw.state_dict(), optimizer=self.optimizer.state_dict())
+        checkpoints.save_checkpoint(self.out, weights, self.run_config)
+        checkpoints.save_train_state(self.out, state)
+        if self.sharded:
+            sharded.sweep(self.out, keep=state[sharded.STATE_KEY])  # the previous state, now unnamed
         if self.cfg.keep_step_checkpoints:
-            checkpoints.save_checkpoint(self._step_dir(step), self.raw,
+            checkpoints.save_checkpoint(self._step_dir(step), weights,
                                         {**self.run_config, "step": step, "tokens": tokens})
+
+    def _weights(self) -> TaperedLM | None:
+        """The full weights as a plain module on rank 0 (None elsewhere): self.raw, or under FSDP the shards
+        gathered into a CPU copy (a collective: every rank calls it)."""
+        self._host = parallel.host_copy(self.model, self.raw, self._host, self.dist)
+        return self._host
 
     # -- distributed helpers -----------------------------------------------------------------------
     def _shard(self, batch: Tensor) -> Tensor:
