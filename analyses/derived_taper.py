@@ -8,7 +8,8 @@ The loop no other tool closes: measure how much each layer's MLP matters, build 
 3. Derive widths ∝ importance ** exponent, monotone if asked, budget-exact (interp.schedules
    measured_widths); a second derived variant takes SmolLM2-135M's skip-MLP profile from
    figures/pretrained_capacity_ablation.csv, resampled from 30 layers over normalised depth.
-4. Train uniform, cosine 1.5->0.5, derived (tiny) and derived (SmolLM2) for `seeds` seeds; summarise with
+4. Train uniform, cosine 1.5->0.5, cosine 1.75->0.25 (the steepest of that family: a control without
+   measurement), derived (tiny) and derived (SmolLM2) for `seeds` seeds; summarise with
    Student-t CIs over seeds and differences paired by seed (vs uniform, and derived vs cosine).
 
     interp figures --only derived_taper      # HEAVY: 4 variants x 5 seeds of `tiny` at 160 steps (~2 min each
@@ -31,7 +32,7 @@ from analyses.group_ablation import PRESET_HELP, ROOT_HELP, STEPS_HELP, experime
 from interp._util.config import option
 
 NAME = "derived_taper"
-HEAVY = True  # 20 training runs of `tiny`
+HEAVY = True  # 25 training runs of `tiny`
 TABLE, RUNS_TABLE, FIGURE = experiment_files(NAME)
 PROFILE_TABLE = f"{NAME}_profile.csv"
 OUTPUTS = outputs(TABLE, RUNS_TABLE, PROFILE_TABLE, FIGURE)
@@ -50,6 +51,8 @@ class Config:
     measure_chars: int = option(400_000, "characters of training-split text the skip-MLP profile is measured on")
     measure_sequences: int = option(64, "sequences (of 128 tokens) per skip condition")
     smollm2: bool = option(True, "add the variant derived from SmolLM2's committed skip-MLP profile")
+    # a control: is a derived taper better than the steepest hand-picked one (start + end = 2 keeps the budget)?
+    steepest: bool = option(True, "add cosine 1.75 -> 0.25, the steepest cosine taper of the paper's family")
 
 
 def _spec_from_rows(rows: pd.DataFrame, cfg: Config, source: str):
@@ -80,6 +83,8 @@ def experiment(cfg: Config, variants: list | None = None):
     from interp.training.experiments import Experiment, Variant
 
     base = [Variant("uniform"), Variant("cosine-1.5-0.5", {"schedule": "cosine", "start": 1.5, "end": 0.5})]
+    if cfg.steepest:
+        base.append(Variant("cosine-1.75-0.25", {"schedule": "cosine", "start": 1.75, "end": 0.25}))
     overrides = {"steps": cfg.steps} if cfg.steps is not None else {}
     return Experiment(name=f"derived-{cfg.preset}", preset=cfg.preset, variants=base + list(variants or []),
                       seeds=list(range(cfg.seeds)), root=resolve_root(cfg.root), overrides=overrides)
