@@ -31,8 +31,8 @@ import argparse
 import torch
 
 from analyses.architectures import ARCHITECTURE_NAMES, BASELINE, MIXERS, TAPERED
-from benchmarks.bench_train import BareTrainer, synthetic_data, tokens_per_step
-from benchmarks.common import Report, Spread, begin, finish, interleave, paired_ratios, parse_args
+from benchmarks.bench_train import BareTrainer, paired_blocks, synthetic_data
+from benchmarks.common import Report, Spread, begin, finish, paired_ratios, parse_args
 from interp.data import TokenData
 from interp.model import param_counts
 from interp.training import TORCH_DTYPE_NAMES, TrainConfig
@@ -72,22 +72,7 @@ def bench_mixer(report: Report, base: TrainConfig, data: TokenData, mixer: str, 
     """Interleaved tokens/s of one mixer's two models on the same batches; one table row."""
     configs = mixer_configs(base, mixer)
     runners = {label: BareTrainer(cfg, data.vocab_size, device=device) for label, cfg in configs.items()}
-    gen = torch.Generator().manual_seed(base.seed + 1)
-    # one list of k batches per block (the warm-up block has its own), shared by both models
-    batches = [[data.sample_batch("train", base.batch_size, base.n_ctx, gen) for _ in range(k)]
-               for _ in range(blocks + 1)]
-    state = {label: 0 for label in runners}
-
-    def block(label: str):
-        def run() -> None:
-            i = state[label]
-            for j, batch in enumerate(batches[i]):
-                runners[label].step(batch, i * k + j)
-            state[label] = i + 1
-        return run
-
-    times = interleave({label: block(label) for label in runners}, reps=blocks, warmup=1)
-    tps = {label: [k * tokens_per_step(base) / t for t in ts] for label, ts in times.items()}
+    tps = paired_blocks(runners, base, data, k, blocks)   # interleaved, the same batches for both models
     uniform, tapered = (Spread.of(tps[label]) for label in LABELS)
     ratio = Spread.of(paired_ratios(tps[TAPERED.label], tps["uniform"]))
     numel = {label: sum(p.numel() for p in r.model.parameters()) for label, r in runners.items()}

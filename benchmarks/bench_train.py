@@ -319,11 +319,15 @@ def bench_bf16(report: Report, base: TrainConfig, data: TokenData, size: dict) -
 
 # --------------------------------------------------------------------------------- (e) CPU knobs
 
-def paired_blocks(runners: dict[str, BareTrainer], cfg: TrainConfig, data: TokenData, size: dict,
+def knob_blocks(size: dict) -> tuple[int, int]:
+    """(steps per block, timed blocks) of part (e)."""
+    return size["knob_block_steps"], size["knob_blocks"]
+
+
+def paired_blocks(runners: dict[str, BareTrainer], cfg: TrainConfig, data: TokenData, k: int, reps: int,
                   before=None) -> dict[str, list[float]]:
-    """Tokens/s per block of knob_block_steps steps for each runner: interleaved (ABBA), the same batches for
+    """Tokens/s per block of k steps for each runner, reps blocks: interleaved (ABBA), the same batches for
     every runner, one untimed warm-up block first; `before(name)` runs ahead of each of name's blocks."""
-    k, reps = size["knob_block_steps"], size["knob_blocks"]
     gen = torch.Generator().manual_seed(cfg.seed + 1)
     batches = [[data.sample_batch("train", cfg.batch_size, cfg.n_ctx, gen) for _ in range(k)] for _ in range(reps + 1)]
     state = {name: 0 for name in runners}
@@ -358,7 +362,7 @@ def bench_knobs(report: Report, base: TrainConfig, data: TokenData, size: dict, 
     # threads: one model per thread count, torch.set_num_threads before each block
     label = {n: f"{n} thread{'s' * (n > 1)}" for n in sorted({1, max(2, threads), threads})}
     runners = {name: BareTrainer(base, data.vocab_size) for name in label.values()}
-    tps = paired_blocks(runners, base, data, size, before=lambda name: torch.set_num_threads(int(name.split()[0])))
+    tps = paired_blocks(runners, base, data, *knob_blocks(size), before=lambda name: torch.set_num_threads(int(name.split()[0])))
     torch.set_num_threads(threads)
     row("threads", tps, label[max(label)], label[1], "TrainConfig.threads=0 = all cores / local ranks (unchanged)")
     step_s = tokens_per_step(base) / Spread.of(tps[label[threads]]).median  # a step at --threads
@@ -369,7 +373,7 @@ def bench_knobs(report: Report, base: TrainConfig, data: TokenData, size: dict, 
                      "ratio": f"{bf16_ratio:.3f}", "default, and why": dtype_default})
     else:  # part (c) did not run: a short side-by-side of its own
         runners = {name: BareTrainer(base.with_overrides(dtype=name), data.vocab_size) for name in ("bf16", "fp32")}
-        row("dtype", paired_blocks(runners, base, data, size), "bf16", "fp32", dtype_default)
+        row("dtype", paired_blocks(runners, base, data, *knob_blocks(size)), "bf16", "fp32", dtype_default)
     # torch.compile of the blocks: the first step compiles (timed on its own), then the steady state
     warm = {}
     if size["compile"]:
@@ -384,7 +388,7 @@ def bench_knobs(report: Report, base: TrainConfig, data: TokenData, size: dict, 
                     start = time.perf_counter()
                     runner.step(first, 0)
                     warm[name] = time.perf_counter() - start
-                tps = paired_blocks(runners, base, data, size)
+                tps = paired_blocks(runners, base, data, *knob_blocks(size))
             finally:
                 if previous is None:
                     os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
@@ -401,7 +405,7 @@ def bench_knobs(report: Report, base: TrainConfig, data: TokenData, size: dict, 
             f"{shapes} block shape(s) here: a tapered model compiles one graph per distinct width")
     # AdamW implementations: whole steps, then the optimizer step alone on the same gradients
     runners = {impl: BareTrainer(base, data.vocab_size, adamw=impl) for impl in ("fused", "foreach", "for-loop")}
-    tps = paired_blocks(runners, base, data, size)
+    tps = paired_blocks(runners, base, data, *knob_blocks(size))
     row("AdamW", tps, "fused", "for-loop", "fused_adamw=False (unchanged: fused rounds differently, ~1e-7)")
     row("AdamW", tps, "foreach", "for-loop", "for-loop on CPU, torch's own choice (foreach is bit-identical; "
         "make_optimizer uses it for FSDP's DTensors)")
