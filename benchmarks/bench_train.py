@@ -194,10 +194,10 @@ class _PairedTrainer(Trainer):
         self.bare.step(batch, step)
         self.bare_seconds[step] = time.perf_counter() - start
 
-    def train_step(self, batch: torch.Tensor, step: int):
+    def train_step(self, batch: torch.Tensor, step: int, lr: float | None = None):
         if step % 2 == 0:
             self._bare_step(step)
-        out = super().train_step(batch, step)
+        out = super().train_step(batch, step, lr)
         if step % 2 == 1:
             self._bare_step(step)
         return out

@@ -76,3 +76,15 @@ def module_cache(tmp_path_factory):
     """A private INTERP_CACHE_DIR for a whole module (its module fixtures train or tokenize once)."""
     with factories.private_cache(tmp_path_factory.mktemp("cache")) as path:
         yield path
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory, module_cache):
+    """A 40-document synthetic corpus, tokenized with a micro BPE in the module's private cache, for training
+    tests (test_train, test_cooldown, test_gain_vs_tokens); returns (corpus path, env dict, TokenData)."""
+    from interp.data import prepare_tokens
+    from interp.training.presets import PRESETS
+
+    corpus = factories.write_corpus(tmp_path_factory.mktemp("train") / "corpus", n_docs=40, sentences=60)
+    data = prepare_tokens(str(corpus), "bpe", PRESETS["micro"]["vocab_size"], val_fraction=0.25)
+    return corpus, {**os.environ, "OMP_NUM_THREADS": "1"}, data

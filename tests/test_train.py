@@ -7,7 +7,6 @@ module in a temporary INTERP_CACHE_DIR, and pass the TokenData in, so nothing he
 import dataclasses
 import json
 import math
-import os
 import signal
 import socket
 import subprocess
@@ -37,19 +36,9 @@ from interp.training.checkpoints import (
     validate_checkpoint,
 )
 from interp.training.presets import PRESETS
-from tests.factories import tiny_lm, write_corpus
+from tests.factories import tiny_lm
 
 PYTHON = sys.executable
-
-
-@pytest.fixture(scope="module")
-def env(tmp_path_factory, module_cache):
-    """A 40-document synthetic corpus and a private cache; returns (corpus path, env dict, TokenData)."""
-    from interp.data import prepare_tokens
-
-    corpus = write_corpus(tmp_path_factory.mktemp("train") / "corpus", n_docs=40, sentences=60)
-    data = prepare_tokens(str(corpus), "bpe", PRESETS["micro"]["vocab_size"], val_fraction=0.25)
-    return corpus, {**os.environ, "OMP_NUM_THREADS": "1"}, data
 
 
 def micro(env, out: Path, **overrides) -> TrainConfig:

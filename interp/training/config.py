@@ -25,6 +25,9 @@ WIDTH_FIELDS = tuple(f.name for f in dataclasses.fields(WidthSpec))
 # Fields that change how a run is executed or reported, never its weights: they may differ on resume.
 # How ranks share the model under torchrun (interp.training.parallel); one process trains the plain model.
 PARALLEL = ("ddp", "fsdp")
+# lr schedules (lr_at): cosine decay to one horizon, or warmup-stable-decay, whose stable phase does not depend
+# on the horizon, so cooldown branches off one run give every shorter length (interp.training.cooldown).
+LR_SCHEDULES = ("cosine", "wsd")
 RUNTIME_FIELDS = ("out_dir", "resume", "threads", "eval_interval", "ckpt_interval", "keep_step_checkpoints",
                   "log_interval", "peak_flops", "notes", "preset", "progress")
 
@@ -67,8 +70,16 @@ class TrainConfig:
     batch_size: int = option(8, "sequences per optimizer step, over all ranks and micro-batches")
     grad_accum: int = option(1, "micro-batches per optimizer step")
     lr: float = option(2e-3, "peak learning rate")
-    min_lr: float = option(2e-4, "learning rate at the last step (cosine decay)")
+    min_lr: float = option(2e-4, "learning rate at the last step (the end of the decay)")
     warmup_steps: int = option(30, "linear warm-up steps")
+    lr_schedule: str = option("cosine", "cosine: decay from lr to min_lr over the whole run; wsd: warmup-stable-"
+                              "decay, lr held after the warm-up and a 1-sqrt cooldown to min_lr over the last "
+                              "cooldown_fraction of the steps (Hagele et al. 2024)", choices=LR_SCHEDULES)
+    cooldown_fraction: float = option(0.2, "wsd: fraction of a run's steps (and of each branch's) spent cooling "
+                                      "down")
+    cooldowns: tuple[int, ...] = option((), "wsd: shorter lengths, in steps, each trained as a cooldown branched "
+                                        "off this run's stable phase and evaluated (cooldowns/step_N/; "
+                                        "interp.training.cooldown): one run gives every length", metavar="S1,S2")
     weight_decay: float = option(0.1, "AdamW weight decay (matrices only)")
     grad_clip: float = option(1.0, "gradient-norm clip; 0 disables clipping")
     betas: tuple[float, float] = option((0.9, 0.95), "AdamW betas", parse=_pair, metavar="B1,B2")
@@ -104,10 +115,11 @@ class TrainConfig:
         if isinstance(self.width, dict):
             self.width = WidthSpec.from_dict(self.width)
         self.betas = tuple(self.betas)
+        self.cooldowns = tuple(self.cooldowns)
 
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
-        d["width"], d["betas"] = self.width.to_dict(), list(self.betas)
+        d["width"], d["betas"], d["cooldowns"] = self.width.to_dict(), list(self.betas), list(self.cooldowns)
         return d
 
     @classmethod
@@ -163,6 +175,7 @@ class TrainConfig:
             raise ValueError(f"TrainConfig: need 0 <= min_lr ({self.min_lr}) <= lr ({self.lr})")
         if not 0 <= self.warmup_steps <= self.steps:
             raise ValueError(f"TrainConfig.warmup_steps={self.warmup_steps} must be in [0, steps={self.steps}]")
+        self._validate_schedule()
         for name, what in (("weight_decay", "0 = none"), ("grad_clip", "0 disables clipping"),
                            ("threads", "0 = all cores / local ranks")):
             value = getattr(self, name)
@@ -181,6 +194,35 @@ class TrainConfig:
         except ValueError as err:
             raise ValueError(f"TrainConfig.width ({self.width.label}; --schedule/--start/--end/--profile/--multiple) "
                              f"with n_layers={self.n_layers}, d_ff={self.d_ff}: {err}") from err
+
+    def _validate_schedule(self) -> None:
+        if self.lr_schedule not in LR_SCHEDULES:
+            raise ValueError(f"{_field('lr_schedule', self.lr_schedule)}: choose one of {list(LR_SCHEDULES)}")
+        frac = self.cooldown_fraction
+        if isinstance(frac, bool) or not isinstance(frac, (int, float)) or not 0 < frac <= 1:
+            raise ValueError(f"{_field('cooldown_fraction', frac)} must be in (0, 1], e.g. 0.2")
+        if self.lr_schedule == "wsd" and decay_start(self.steps, self) < self.warmup_steps:
+            raise ValueError(f"{_field('cooldown_fraction', frac)}: the cooldown of a {self.steps}-step run would "
+                             f"start inside the {self.warmup_steps}-step warm-up; lower it or --warmup-steps")
+        if not self.cooldowns:
+            return
+        if self.lr_schedule != "wsd":
+            raise ValueError(f"{_field('cooldowns', list(self.cooldowns))} needs --lr-schedule wsd: only a "
+                             "warmup-stable-decay run has a stable phase to branch cooldowns off")
+        if self.parallel == "fsdp":
+            raise ValueError(f"{_field('cooldowns', list(self.cooldowns))} is not supported with --parallel fsdp "
+                             "(the branch snapshots the full model and optimizer state); use ddp, or train each "
+                             "length as its own run")
+        for length in self.cooldowns:
+            if isinstance(length, bool) or not isinstance(length, int) or not 0 < length < self.steps:
+                raise ValueError(f"{_field('cooldowns', list(self.cooldowns))}: each length must be an int in "
+                                 f"(0, steps={self.steps}); the run's own end is its longest length")
+            if decay_start(length, self) < self.warmup_steps:
+                raise ValueError(f"{_field('cooldowns', list(self.cooldowns))}: the {length}-step branch would "
+                                 f"start cooling down inside the {self.warmup_steps}-step warm-up; drop it or "
+                                 "shorten --warmup-steps")
+        if len(set(self.cooldowns)) != len(self.cooldowns):
+            raise ValueError(f"{_field('cooldowns', list(self.cooldowns))}: a length is listed twice")
 
     def model_config(self, vocab_size: int):
         """The interp.model.ModelConfig this config trains, for a tokenizer with `vocab_size` ids."""
@@ -201,11 +243,26 @@ def _field(name: str, value: object) -> str:
     return f"TrainConfig.{name}={value!r}{flag}"
 
 
-def lr_at(step: int, cfg: TrainConfig) -> float:
-    """Linear warm-up to cfg.lr over warmup_steps, then cosine decay reaching min_lr at the last step."""
+def decay_start(steps: int, cfg: TrainConfig) -> int:
+    """wsd: the first step of the cooldown of a `steps`-step run (at least one step cools down)."""
+    return steps - max(1, round(cfg.cooldown_fraction * steps))
+
+
+def lr_at(step: int, cfg: TrainConfig, steps: int | None = None) -> float:
+    """Linear warm-up to cfg.lr over warmup_steps, then the decay reaching min_lr at the last step of a run of
+    `steps` steps (default cfg.steps; a cooldown branch passes its own length): cosine over the rest of the run,
+    or (wsd) lr held until decay_start, then min_lr + (lr - min_lr)(1 - sqrt(progress)), the 1-sqrt cooldown that
+    Hagele et al. 2024 found best. Before decay_start a wsd lr does not depend on `steps`."""
+    steps = cfg.steps if steps is None else steps
     if step < cfg.warmup_steps:
         return cfg.lr * (step + 1) / cfg.warmup_steps
-    progress = min(1.0, (step - cfg.warmup_steps) / max(1, cfg.steps - 1 - cfg.warmup_steps))
+    if cfg.lr_schedule == "wsd":
+        start = decay_start(steps, cfg)
+        if step < start:
+            return cfg.lr
+        progress = min(1.0, (step - start + 1) / (steps - start))
+        return cfg.min_lr + (cfg.lr - cfg.min_lr) * (1.0 - math.sqrt(progress))
+    progress = min(1.0, (step - cfg.warmup_steps) / max(1, steps - 1 - cfg.warmup_steps))
     return cfg.min_lr + 0.5 * (cfg.lr - cfg.min_lr) * (1.0 + math.cos(math.pi * progress))
 
 

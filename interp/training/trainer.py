@@ -45,7 +45,7 @@ from interp._util.paths import CONFIG_FILE, LOG_FILE, RESULT_FILE, TRAIN_STATE_F
 from interp._util.provenance import provenance
 from interp.data import TokenData, prepare_tokens
 from interp.model import TaperedLM, flops_per_token, param_counts, training_flops_per_token
-from interp.training import checkpoints, parallel, sharded
+from interp.training import checkpoints, cooldown, parallel, sharded
 from interp.training.config import TrainConfig, config_diff, lr_at
 from interp.training.runtime import StopFlag, param_hash, rng_state, set_rng_state
 from interp.training.step import bf16_is_native, compute_dtype, lm_loss_sum, make_optimizer, train_step
@@ -272,7 +272,16 @@ class Trainer:
         status, reason, metrics, train_loss = "done", None, {}, self.start_train_loss
         if step >= cfg.steps:  # resumed after the final save, before result.json (a kill): evaluate again
             metrics, evaluated = self.evaluate(), step
+        branch_points = cooldown.branch_points(cfg)  # wsd: shorter lengths branched off the stable phase
         while step < cfg.steps:
+            if step in branch_points:
+                trained = self._run_branches(branch_points[step], step, tokens, flag)
+                if trained is None:  # a signal inside a branch: save at the branch point and stop
+                    self._save(step, tokens, elapsed_before + time.perf_counter() - t_start, train_loss)
+                    status, reason = "interrupted", flag.signal
+                    break
+                session_tokens += trained
+                interval_start, interval_tokens = time.perf_counter(), 0
             batch = self.data.sample_batch("train", cfg.batch_size, cfg.n_ctx, self.generator)  # [B, n_ctx+1]
             loss, grad_norm = self.train_step(batch, step)
             step, tokens = step + 1, tokens + tokens_per_step
@@ -313,13 +322,31 @@ class Trainer:
         return self._finish(status, reason, step, tokens, train_loss, metrics if evaluated == step else {},
                             elapsed, tokens_per_s)
 
-    def train_step(self, batch: Int[Tensor, "batch n_ctx_plus_1"], step: int) -> tuple[Tensor, Tensor]:
-        """One optimizer step on the global batch at step index `step` (which sets the lr); returns (mean loss
-        over this rank's rows, grad norm), unsynced. The loop calls it once per step, so a subclass may wrap
-        it (benchmarks/bench_train.py pairs every call with a bare-loop step)."""
+    def train_step(self, batch: Int[Tensor, "batch n_ctx_plus_1"], step: int,
+                   lr: float | None = None) -> tuple[Tensor, Tensor]:
+        """One optimizer step on the global batch at step index `step` (which sets the lr, unless a cooldown
+        branch passes its own); returns (mean loss over this rank's rows, grad norm), unsynced. The loop calls it
+        once per step, so a subclass may wrap it (benchmarks/bench_train.py pairs every call with a bare-loop
+        step)."""
         cfg = self.cfg
         micro_batches = [self._shard(m) for m in batch.split(cfg.batch_size // cfg.grad_accum)]
-        return train_step(self.model, self.optimizer, micro_batches, lr_at(step, cfg), cfg.grad_clip, self.dtype)
+        lr = lr_at(step, cfg) if lr is None else lr
+        return train_step(self.model, self.optimizer, micro_batches, lr, cfg.grad_clip, self.dtype)
+
+    def _run_branches(self, lengths: list[int], step: int, tokens: int, flag: StopFlag) -> int | None:
+        """Train the cooldown branches starting at `step` that have no result yet (interp.training.cooldown);
+        the tokens they trained, or None when a signal abandoned one."""
+        trained = 0
+        for length in lengths:
+            if cooldown.branch_result(self.out, length) is not None:
+                continue
+            result = cooldown.run_branch(self, length, step, tokens, flag)
+            if result is None:
+                return None
+            trained += result["tokens"] - tokens
+            self._log({"kind": "cooldown", "step": step, **{k: v for k, v in result.items() if k != "step"},
+                       "length": length})
+        return trained
 
     @torch.no_grad()
     def evaluate(self) -> dict:
@@ -353,6 +380,8 @@ class Trainer:
                                         compile=self.cfg.compile))
         if self.cfg.peak_flops:
             result["mfu"] = result["flops_per_s"] / (self.cfg.peak_flops * world)
+        if self.cfg.cooldowns:
+            result["cooldowns"] = cooldown.collect(self.out, self.cfg)
         if reason:
             result["reason"] = reason
         if world > 1 and not parallel.is_sharded(self.model):  # proof that the DDP ranks hold the same weights
@@ -471,5 +500,17 @@ def train(cfg: TrainConfig, stop_at: int | None = None) -> dict:
     return Trainer(cfg).run(stop_at)
 
 
-__all__ = ["Trainer", "train", "train_step", "check_model", "lm_loss_sum", "make_optimizer", "compute_dtype",
-           "bf16_is_native", "param_hash", "StopFlag", "rng_state", "set_rng_state"]
+__all__ = [
+    "StopFlag",
+    "Trainer",
+    "bf16_is_native",
+    "check_model",
+    "compute_dtype",
+    "lm_loss_sum",
+    "make_optimizer",
+    "param_hash",
+    "rng_state",
+    "set_rng_state",
+    "train",
+    "train_step",
+]

@@ -1,0 +1,102 @@
+"""Warmup-stable-decay schedules and cooldown branches (interp.training.cooldown).
+
+The contract under test: a branch of length S is bit-identical to the run `--steps S --lr-schedule wsd`, the main
+run is bit-identical to one trained without branches, and kills/signals inside a branch lose nothing.
+"""
+
+import math
+
+import pytest
+import torch
+
+from interp._util.paths import RESULT_FILE
+from interp.cli import build_parser
+from interp.cli.train import config_from_args
+from interp.training import TrainConfig, cooldown, lr_at
+from interp.training.config import decay_start
+from interp.training.runtime import StopFlag
+from tests.test_train import micro, read_log, run, weights
+
+WSD = dict(steps=12, warmup_steps=2, lr_schedule="wsd", cooldown_fraction=0.5, eval_interval=6, ckpt_interval=2)
+
+
+def test_wsd_lr_is_flat_then_one_minus_sqrt():
+    cfg = TrainConfig(steps=100, warmup_steps=10, lr=1e-3, min_lr=1e-4, lr_schedule="wsd", cooldown_fraction=0.2)
+    assert decay_start(100, cfg) == 80 and decay_start(50, cfg) == 40
+    assert [lr_at(s, cfg) for s in (10, 50, 79)] == [1e-3] * 3
+    assert lr_at(99, cfg) == pytest.approx(1e-4)  # min_lr at the last step
+    assert lr_at(89, cfg) == pytest.approx(1e-4 + 9e-4 * (1 - math.sqrt(10 / 20)))
+    # the stable phase does not depend on the horizon: a 50-step branch shares steps 0..39 with the run
+    assert all(lr_at(s, cfg, steps=50) == lr_at(s, cfg) for s in range(40))
+    assert lr_at(45, cfg, steps=50) < lr_at(45, cfg)
+    cosine = TrainConfig(steps=100, warmup_steps=10, lr=1e-3, min_lr=1e-4)  # the default schedule is unchanged
+    assert lr_at(54, cosine) == pytest.approx(1e-4 + 0.5 * 9e-4 * (1 + math.cos(math.pi * 44 / 89)))
+
+
+def test_branches_equal_runs_of_their_own_length(env, tmp_path):
+    main = run(env, micro(env, tmp_path / "main", cooldowns=(6, 9), **WSD))
+    plain = run(env, micro(env, tmp_path / "plain", **WSD))
+    # the main run is untouched by its branches: same weights, same final loss as a run without them
+    wm, wp = weights(tmp_path / "main"), weights(tmp_path / "plain")
+    assert all(torch.equal(wm[k], wp[k]) for k in wm) and main["val_loss"] == plain["val_loss"]
+    assert [c["step"] for c in main["cooldowns"]] == [6, 9]
+    for length in (6, 9):
+        own = run(env, micro(env, tmp_path / f"own{length}", **{**WSD, "steps": length}))
+        branch = cooldown.branch_result(tmp_path / "main", length)
+        assert branch["val_loss"] == own["val_loss"] and branch["tokens"] == own["tokens"]
+        assert branch["branched_at"] == decay_start(length, micro(env, tmp_path, **WSD))
+        wb, wo = weights(cooldown.branch_dir(tmp_path / "main", length)), weights(tmp_path / f"own{length}")
+        assert all(torch.equal(wb[k], wo[k]) for k in wb)
+    logged = [r for r in read_log(tmp_path / "main") if r["kind"] == "cooldown"]
+    assert [r["length"] for r in logged] == [6, 9] and [r["step"] for r in logged] == [3, 5]
+
+
+def test_resume_and_signal_inside_a_branch_lose_nothing(env, tmp_path, monkeypatch):
+    straight = run(env, micro(env, tmp_path / "straight", cooldowns=(6, 9), **WSD))
+    cfg = micro(env, tmp_path / "split", cooldowns=(6, 9), **WSD)
+    half = run(env, cfg, stop_at=4)  # after the 6-step branch (at step 3), before the 9-step one (at 5)
+    assert half["status"] == "interrupted" and cooldown.branch_result(tmp_path / "split", 6) is not None
+    # a SIGTERM inside the 9-step branch: the branch is abandoned, the run saves at the branch point and stops
+    flags: list[StopFlag] = []
+    monkeypatch.setattr(StopFlag, "__enter__", lambda self: flags.append(self) or self)
+    from interp.training.trainer import Trainer
+
+    def step_and_signal(self, batch, step, lr=None):
+        if lr is not None:
+            flags[-1].signal = "SIGTERM"
+        return original_step(self, batch, step, lr)
+
+    original_step = Trainer.train_step
+    monkeypatch.setattr(Trainer, "train_step", step_and_signal)
+    stopped = run(env, cfg.with_overrides(resume=True))
+    assert stopped["status"] == "interrupted" and stopped["step"] == 5
+    assert cooldown.branch_result(tmp_path / "split", 9) is None
+    monkeypatch.undo()
+    done = run(env, cfg.with_overrides(resume=True))
+    assert done["status"] == "done" and done["val_loss"] == straight["val_loss"]
+    assert [c["val_loss"] for c in done["cooldowns"]] == [c["val_loss"] for c in straight["cooldowns"]]
+    ws, wd = weights(tmp_path / "straight"), weights(tmp_path / "split")
+    assert all(torch.equal(ws[k], wd[k]) for k in ws)
+    assert (cooldown.branch_dir(tmp_path / "split", 9) / RESULT_FILE).is_file()
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (dict(cooldowns=(4,)), "needs --lr-schedule wsd"),
+    (dict(lr_schedule="wsd", cooldowns=(12,)), "must be an int in"),
+    (dict(lr_schedule="wsd", cooldowns=(3,), warmup_steps=3), "inside the 3-step warm-up"),
+    (dict(lr_schedule="wsd", cooldowns=(4, 4)), "listed twice"),
+    (dict(lr_schedule="wsd", cooldowns=(4,), parallel="fsdp"), "not supported with --parallel fsdp"),
+    (dict(lr_schedule="wsd", cooldown_fraction=0.0), "must be in \\(0, 1\\]"),
+    (dict(lr_schedule="step"), "choose one of"),
+])
+def test_bad_schedules_are_refused(overrides, message):
+    with pytest.raises(ValueError, match=message):
+        TrainConfig(**{"steps": 12, "warmup_steps": 1, **overrides}).validate()
+
+
+def test_cli_flags(tmp_path):
+    args = build_parser().parse_args(["train", "--preset", "micro", "--lr-schedule", "wsd", "--cooldowns", "4,6",
+                                      "--cooldown-fraction", "0.25", "--out", str(tmp_path / "r")])
+    cfg = config_from_args(args)
+    assert (cfg.lr_schedule, cfg.cooldowns, cfg.cooldown_fraction) == ("wsd", (4, 6), 0.25)
+    assert TrainConfig.from_dict(cfg.to_dict()) == cfg  # stored as a list, read back as a tuple
