@@ -48,6 +48,7 @@ ANALYSES: list[str] = [
     "novelty_vs_causal",
     "downstream",
     "niah",
+    "gain_vs_tokens",
 ]
 
 REQUIRED_ATTRIBUTES = ("NAME", "OUTPUTS", "Config", "compute", "render")

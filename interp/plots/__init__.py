@@ -14,6 +14,7 @@ _EXPORTS = {
     'save_figure': 'style',
     'plot_schedules': 'schedules',
     'plot_derived_taper': 'derived',
+    'plot_gain_vs_tokens': 'gain_vs_tokens',
     'NOVELTY_COLUMNS': 'novelty',
     'CMAP': 'training',
     'novelty_grid': 'training',

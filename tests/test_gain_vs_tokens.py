@@ -1,0 +1,53 @@
+"""analyses/gain_vs_tokens end to end on the micro shape: wsd runs with cooldown branches for both block styles,
+the own-schedule check pair, the per-length paired tables, the figure, and tables rebuilt without training."""
+
+import pandas as pd
+import pytest
+
+from analyses import gain_vs_tokens as gvt
+from interp.training import cooldown
+
+
+def micro_config(env, root) -> gvt.Config:
+    return gvt.Config(preset="micro", seeds=2, lengths=(8, 12, 16), d_model=32, n_heads=2, d_ff=64,
+                      source=str(env[0]), eval_batches=2, eval_interval=4, check_steps=8, root=str(root))
+
+
+def test_compute_tables_and_render(env, tmp_path):
+    cfg = micro_config(env, tmp_path / "runs")
+    figures = tmp_path / "figures"
+    figures.mkdir()
+    summary = gvt.compute(cfg, figures, data=env[2])
+    # 2 block styles x 3 lengths x 2 variants from the wsd runs, plus the check pair (llama, cosine, 8 steps)
+    wsd = summary[summary["lr_schedule"] == "wsd"]
+    assert sorted(set(wsd["arch"])) == ["gpt2", "llama"] and sorted(set(wsd["steps"])) == [8, 12, 16]
+    assert len(wsd) == 12 and (wsd["n_pairs"] == 2).all()
+    check = summary[summary["lr_schedule"] == "cosine"]
+    assert list(check["steps"]) == [8, 8] and list(check["arch"]) == ["llama", "llama"]
+    assert (summary.loc[summary["variant"] == "uniform", "rel_val_ppl_pct_mean"] == 0).all()
+    runs = pd.read_csv(figures / gvt.RUNS_TABLE)
+    assert set(runs["kind"]) == {"run", "cooldown"} and runs["cpu"].notna().all()
+    assert (runs["dtype"] == "float32").all()
+    # a row of the table is the branch's own result file, and the paired change is computed from those rows
+    exp = gvt.experiment(cfg, "llama")
+    v = exp.variants[1]
+    branch = cooldown.branch_result(exp.run_dir(v, 1), 8)
+    row = runs[(runs["arch"] == "llama") & (runs["variant"] == v.name) & (runs["seed"] == 1) & (runs["steps"] == 8)]
+    assert row["val_ppl"].item() == pytest.approx(branch["val_ppl"], rel=1e-12)
+    at8 = runs[(runs["arch"] == "llama") & (runs["steps"] == 8) & (runs["lr_schedule"] == "wsd")]
+    wide = at8.pivot_table(index="seed", columns="variant", values="val_ppl")
+    expected = (100 * (wide[v.name] / wide["uniform"] - 1)).mean()
+    got = wsd[(wsd["arch"] == "llama") & (wsd["steps"] == 8) & (wsd["variant"] == v.name)]
+    assert got["rel_val_ppl_pct_mean"].item() == pytest.approx(expected, rel=1e-9)
+    curves = pd.read_csv(figures / gvt.CURVES_TABLE)
+    assert set(curves["kind"]) == {"train", "eval"} and curves["loss"].notna().all()
+    (png,) = gvt.render(figures)
+    assert png.name == "gain_vs_tokens.png" and png.stat().st_size > 10_000
+    # rerun without training: the same tables from the run directories
+    again = gvt.compute(cfg, figures, data=env[2], train=False)
+    pd.testing.assert_frame_equal(again, summary)
+
+
+def test_unknown_arch_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="unknown block styles"):
+        gvt.compute(gvt.Config(archs=("mamba",), root=str(tmp_path)), tmp_path, train=False)
