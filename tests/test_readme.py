@@ -25,6 +25,8 @@ README = REPO_ROOT / "README.md"
 # Appended to commands starting with these words (first match wins): fast settings, same code paths.
 QUICK: tuple[tuple[str, list[str]], ...] = (
     ("torchrun", ["--steps", "3", "--set", "eval_interval=3", "--set", "warmup_steps=1"]),
+    ("interp train --preset tiny --lr-schedule wsd", ["--steps", "4", "--cooldowns", "2", "--set", "eval_interval=4",
+                                                     "--set", "warmup_steps=1"]),
     ("interp train", ["--steps", "3", "--set", "eval_interval=3", "--set", "warmup_steps=1"]),
     ("interp probe --model smollm2-135m", []),
     ("interp probe --model gemma3-270m", ["--tokens", "512", "--seq-len", "256"]),
