@@ -216,6 +216,32 @@ def file_fingerprint(path: PathLike, head_bytes: int = FINGERPRINT_HEAD_BYTES) -
     return digest.hexdigest()[:16]
 
 
+def file_sha256(path: PathLike) -> str:
+    """sha256 (64 hex) of a file's bytes, streamed: the one content hash of inputs, shards and weights."""
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def cached_file_sha256(path: PathLike, cache: Path) -> str:
+    """file_sha256, remembered in the folder `cache` (one small JSON per file) until the file's size or mtime
+    changes (a rewrite through os.replace, as every checkpoint save does, changes the mtime): batch keys hash
+    the same checkpoints on every rerun."""
+    path = Path(path).resolve()
+    stat = path.stat()  # FileNotFoundError names the file
+    entry = Path(cache) / f"{hashlib.sha256(str(path).encode()).hexdigest()[:24]}.json"
+    try:
+        cached = read_json(entry, missing_ok=True, torn_ok=True)
+    except (OSError, ValueError):  # an unreadable entry is recomputed and replaced
+        cached = None
+    if (isinstance(cached, dict) and cached.get("path") == str(path) and cached.get("size") == stat.st_size
+            and cached.get("mtime_ns") == stat.st_mtime_ns):
+        return cached["sha256"]
+    digest = file_sha256(path)
+    write_json_atomic(entry, {"path": str(path), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns,
+                              "sha256": digest})
+    return digest
+
+
 def text_sha256(text: str) -> str:
     """Full (64 hex) sha256 of a text: every result table names its text by this."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()

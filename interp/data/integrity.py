@@ -20,13 +20,12 @@ hashes were stored get theirs on first use (their content is trusted once; the o
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from pathlib import Path
 
 from interp._util.errors import InputError
-from interp._util.io import write_text_atomic
+from interp._util.io import file_sha256, write_text_atomic
 
 CONTENT_FIELD = "content"
 
@@ -53,12 +52,6 @@ def read_meta(path: Path, fix: str, missing_ok: bool = False) -> dict | None:
     if not isinstance(obj, dict):
         raise InputError(f"{path}: holds a JSON {type(obj).__name__}, not an object; {fix}")
     return obj
-
-
-def file_sha256(path: Path) -> str:
-    """sha256 (64 hex) of a file's bytes, streamed."""
-    with open(path, "rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def stat_stamp(path: Path) -> dict[str, int]:

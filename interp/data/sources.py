@@ -36,6 +36,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from interp._util.errors import InputError
+from interp._util.io import file_sha256
 from interp.data.corpora import (
     _GUTENBERG_END,
     _GUTENBERG_START,
@@ -248,11 +249,6 @@ class HashingReader(io.RawIOBase):
         while chunk := self.raw.read(HASH_CHUNK):
             self.digest.update(chunk)
         return self.digest.hexdigest()
-
-
-def file_sha256(path: str | Path) -> str:
-    with open(path, "rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 # ------------------------------------------------------------------------------------------------- reading

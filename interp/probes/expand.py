@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from interp._util.dist import env_rank
-from interp._util.io import read_json, write_json_atomic
+from interp._util.io import cached_file_sha256, read_json
 from interp._util.paths import CONFIG_FILE, WEIGHTS_FILE, cache_dir
 from interp.hf.registry import REGISTRY
 from interp.hf.resolve import resolve_model
@@ -280,20 +280,8 @@ def expand_paths(paths: list[str | Path], follow_symlinks: bool = False) -> list
 # --------------------------------------------------------------------------------------------------
 
 def file_sha256(path: str | Path) -> str:
-    """sha256 of a file, streamed; cached under cache_dir("hashes") until the file's size or mtime changes
-    (a rewrite through os.replace, as every checkpoint save does, changes the mtime)."""
-    path = Path(path).resolve()
-    stat = path.stat()  # FileNotFoundError names the file
-    entry = cache_dir("hashes") / f"{hashlib.sha256(str(path).encode()).hexdigest()[:24]}.json"
-    cached = _read_json(entry) if entry.is_file() else None
-    if (isinstance(cached, dict) and cached.get("path") == str(path) and cached.get("size") == stat.st_size
-            and cached.get("mtime_ns") == stat.st_mtime_ns):
-        return cached["sha256"]
-    with open(path, "rb") as f:
-        digest = hashlib.file_digest(f, "sha256").hexdigest()
-    write_json_atomic(entry, {"path": str(path), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns,
-                              "sha256": digest})
-    return digest
+    """sha256 of a file, streamed, cached under cache_dir("hashes") until its size or mtime changes."""
+    return cached_file_sha256(path, cache_dir("hashes"))
 
 
 def _files_sha256(named: list[tuple[str, Path]]) -> str:
