@@ -43,6 +43,7 @@ from interp._util.errors import InputError
 from interp._util.io import (
     atomic_write,
     file_lock,
+    file_sha256,
     json_sha256,
     read_json,
     remove_stale_temps,
@@ -51,7 +52,6 @@ from interp._util.io import (
 from interp._util.paths import TOKENS_META_SUFFIX, TOKENS_SUFFIX, cache_dir
 from interp.data.corpora import SPLITS, is_validation
 from interp.data.integrity import CONTENT_FIELD, content_record
-from interp._util.io import file_sha256
 from interp.data.sources import DOC_IDS, CorruptInput, Input, InputReport, read_input
 from interp.data.tokenizers import TextTokenizer, created_with
 from interp.data.tokens import (
