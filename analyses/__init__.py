@@ -48,6 +48,7 @@ ANALYSES: list[str] = [
     "novelty_vs_causal",
     "downstream",
     "niah",
+    "rival_profiles",
 ]
 
 REQUIRED_ATTRIBUTES = ("NAME", "OUTPUTS", "Config", "compute", "render")
