@@ -49,6 +49,7 @@ ANALYSES: list[str] = [
     "downstream",
     "niah",
     "gain_vs_tokens",
+    "rival_profiles",
 ]
 
 REQUIRED_ATTRIBUTES = ("NAME", "OUTPUTS", "Config", "compute", "render")

@@ -28,7 +28,13 @@ from pathlib import Path
 import pandas as pd
 
 from analyses import outputs, read_table, resolve_root, write_table
-from analyses.group_ablation import PRESET_HELP, ROOT_HELP, STEPS_HELP, experiment_files
+from analyses.group_ablation import (
+    PRESET_HELP,
+    ROOT_HELP,
+    STEPS_HELP,
+    experiment_files,
+    paired_vs,
+)
 from interp._util.config import option
 
 NAME = "derived_taper"
@@ -123,11 +129,7 @@ def compute(cfg: Config, figures_dir: Path, data=None, train: bool = True) -> pd
     report = run_experiment(exp, data=data) if train else None
     runs = experiment_runs(exp)
     order = [v.name for v in exp.variants]
-    summary = summarize(runs, order=order)
-    vs_cosine = summarize(runs, baseline="cosine-1.5-0.5", order=order)
-    paired = [c for c in vs_cosine.columns if c.startswith(("d_", "rel_")) or c == "n_pairs"]
-    summary = summary.merge(vs_cosine[["variant", *paired]].rename(columns={c: f"{c}_vs_cosine" for c in paired}),
-                            on="variant", how="left")
+    summary = paired_vs(summarize(runs, order=order), runs, "cosine-1.5-0.5", "vs_cosine", order)
     cfg_widths = exp.configs()[0][2]
     skips = skips.assign(widths_for=skips["profile"].map(
         {"tiny uniform seed0": str(specs["derived-tiny"].widths(cfg_widths.n_layers, cfg_widths.d_ff)),

@@ -16,16 +16,37 @@ Conventions
 * Rounding to the nearest unit uses Python's `round` (half to even) everywhere. For the swept
   pairs (start + end = 2) this keeps round(start*D) + round(end*D) = 2*D when 2*D is an integer,
   so pinned endpoints never disturb the budget (half-up would round both 64.5 and 21.5 up).
+
+Modules: the argument checks and rounding steps every family shares live in interp.schedules_core; the
+symmetric shapes (SHAPES: middle-heavy, x-shaped; start = the edge layers' ratio, end = the centre's) in
+interp.schedules_shapes. This module re-exports those (SHAPES, shape_ratios, shape_widths) and its WidthSpec
+resolves every family.
 """
 
 from __future__ import annotations
 
 import math
-import operator
 from dataclasses import asdict, dataclass, fields
 from typing import Sequence
 
 import numpy as np
+
+from interp.schedules_core import (
+    _budget_fix,
+    _check_int,
+    _check_mean,
+    _check_ratio,
+    _check_shape,
+    _nudge,
+    _to_widths,
+    _uniform_widths,
+)
+from interp.schedules_shapes import (
+    SHAPES,
+    check_shape_ratios,
+    shape_ratios,  # noqa: F401 - re-exported: interp.schedules names every family
+    shape_widths,
+)
 
 SCHEDULES = ("uniform", "linear", "cosine", "sigmoid")
 MEASURED = "measured"   # widths from a measured per-layer importance (measured_widths)
@@ -36,73 +57,6 @@ PROFILES = {
     "wider-middle": (0.75, 1.5, 0.75),
     "wider-late": (0.5, 1.0, 1.5),
 }
-
-
-# --------------------------------------------------------------------------- argument checks
-
-def _check_int(value, name: str, minimum: int, hint: str = "") -> int:
-    """An int (numpy ints welcome, bools not) >= minimum, else ValueError naming the argument."""
-    if isinstance(value, bool):
-        raise ValueError(f"{name} must be an integer, got {value!r}")
-    try:
-        value = operator.index(value)
-    except TypeError:
-        raise ValueError(f"{name} must be an integer, got {value!r}") from None
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}{hint}")
-    return value
-
-
-def _check_ratio(value, name: str) -> float:
-    value = float(value)
-    if not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{name} must be a positive, finite multiple of d_ff (e.g. 0.5), got {value}: "
-                         "a layer cannot have width <= 0")
-    return value
-
-
-def _check_shape(n_layers, d_ff, multiple, min_layers: int = 1) -> tuple[int, int, int]:
-    """Validate the model shape and that some widths in steps of `multiple` can sum to the budget."""
-    n_layers = _check_int(n_layers, "n_layers", min_layers,
-                          " (a taper needs a first and a last layer; use schedule='uniform' for 1 layer)"
-                          if min_layers == 2 else "")
-    d_ff = _check_int(d_ff, "d_ff", 1)
-    multiple = _check_int(multiple, "multiple", 1, " (the width granularity, e.g. 16, 64 or 128)")
-    budget = n_layers * d_ff
-    if budget % multiple:
-        step = multiple // math.gcd(n_layers, multiple)   # d_ff must be a multiple of this
-        below, above = (d_ff // step) * step, (d_ff // step + 1) * step
-        d_ff_hint = f"d_ff={below} or d_ff={above}" if below > 0 else f"d_ff={above}"
-        raise ValueError(
-            f"budget n_layers*d_ff = {n_layers}*{d_ff} = {budget} is not divisible by multiple={multiple}, "
-            f"so no widths in steps of {multiple} can sum to it; use {d_ff_hint}, "
-            f"or multiple={math.gcd(budget, multiple)}")
-    return n_layers, d_ff, multiple
-
-
-def _check_mean(mean: float, d_ff: int, multiple: int, what: str) -> None:
-    """The ratios must average 1 (budget-neutral) up to the rounding slack: half a unit per layer."""
-    if abs(mean - 1.0) * d_ff > multiple / 2:
-        raise ValueError(f"{what} average {mean:.6g}, not 1, so the widths cannot keep the budget "
-                         f"n_layers*d_ff (tolerance {multiple / (2 * d_ff):.3g} at multiple={multiple})")
-
-
-def _budget_fix(start: float, end: float) -> str:
-    """Advice for a start/end pair that does not average 1: a pair with start + end = 2 that keeps the
-    given value that allows it (both ratios must stay positive), else the paper's 1.5/0.5."""
-    if start < 2:
-        return f"use end = 2 - start = {2 - start:g}"
-    if end < 2:
-        return f"use start = 2 - end = {2 - end:g}"
-    return "start + end must be 2 with both > 0, e.g. start=1.5 and end=0.5"
-
-
-def _uniform_widths(n_layers: int, d_ff: int, multiple: int) -> list[int]:
-    if d_ff % multiple:
-        raise ValueError(f"uniform widths need d_ff to be a multiple of multiple: d_ff={d_ff} is not a "
-                         f"multiple of multiple={multiple}; use multiple={math.gcd(d_ff, multiple)} "
-                         f"or d_ff={max(multiple, round(d_ff / multiple) * multiple)}")
-    return [d_ff] * n_layers
 
 
 # --------------------------------------------------------------------------- the schedules
@@ -132,41 +86,6 @@ def ratios(n_layers: int, schedule: str = "cosine", start: float = 1.5, end: flo
     if not math.isfinite(k) or k <= 0:
         raise ValueError(f"k must be a positive, finite sigmoid steepness (the paper uses 10), got {k}")
     return end + (start - end) / (1 + np.exp(k * (t - 0.5)))
-
-
-def _nudge(units: np.ndarray, ideal: np.ndarray, residual: int, lo: np.ndarray, hi: np.ndarray,
-           monotone: bool) -> np.ndarray:
-    """Move `residual` single steps (+1 unit if positive, -1 if negative) onto layers, one at a time.
-
-    Each step goes to the layer whose rounding error (ideal - units) is largest (for +1) or most
-    negative (for -1) among the layers where the step keeps lo <= units <= hi and, if `monotone`,
-    keeps the sequence non-increasing (callers flip increasing profiles first). Ties go to the
-    lowest index for +1 and the highest for -1: the wide end gains first, the narrow end loses first.
-    Starting from floors this is the largest-remainder method; a layer's error drops by 1 after a
-    step, so no layer takes a second step before every eligible layer has taken one. Largest
-    remainder already keeps order (a wider ideal never has the smaller error at equal units), so
-    the monotone check is a guard for inputs off the swept grid, not the mechanism.
-    """
-    units = units.copy()
-    for _ in range(abs(residual)):
-        error = np.round(ideal - units, 9)        # round so float noise cannot break ties
-        if residual > 0:
-            ok = units + 1 <= hi
-            if monotone:
-                ok[1:] &= units[:-1] >= units[1:] + 1
-            cand = np.flatnonzero(ok)
-            if cand.size == 0:
-                break
-            units[cand[np.argmax(error[cand])]] += 1
-        else:
-            ok = units - 1 >= lo
-            if monotone:
-                ok[:-1] &= units[1:] <= units[:-1] - 1
-            cand = np.flatnonzero(ok)[::-1]
-            if cand.size == 0:
-                break
-            units[cand[np.argmin(error[cand])]] -= 1
-    return units
 
 
 def taper_widths(n_layers: int, d_ff: int, schedule: str = "cosine", start: float = 1.5,
@@ -229,13 +148,6 @@ def taper_widths(n_layers: int, d_ff: int, schedule: str = "cosine", start: floa
     if increasing:
         units = units[::-1]
     return _to_widths(units, total, multiple)
-
-
-def _to_widths(units: np.ndarray, total: int, multiple: int) -> list[int]:
-    """Final guard: every contract promise is re-checked here, so a bug cannot leak out silently."""
-    if int(units.sum()) != total or (units < 1).any():
-        raise AssertionError(f"schedules: internal error, units {units.tolist()} do not sum to {total}")
-    return [int(u) * multiple for u in units]
 
 
 # --------------------------------------------------------------------------- layer groups
@@ -415,13 +327,16 @@ class WidthSpec:
 
     For schedule "uniform" and "profile" the start/end ratios mean nothing and are stored as 1.0,
     so equal specs compare (and serialise) equal whatever the caller passed.
+    For the symmetric shapes of SHAPES ("middle-heavy", "x-shaped"; interp.schedules_shapes) `start` is the
+    ratio of the two edge layers and `end` the centre's: middle-heavy needs start < end, x-shaped start > end
+    (checked here), and start + end = 2 keeps the budget (checked with the model shape, in widths()).
     schedule "measured" (measured_widths) uses `measure` (one importance per layer of the model it was
     measured on), exponent, monotone, smooth, min_ratio and `origin` (where the profile came from, e.g.
     "rho_mlp of smollm2-135m, table sha256 1a2b..."); only then are those fields serialised, so the
     config.json of every other spec is what it always was.
     """
 
-    schedule: str = "uniform"      # one of SCHEDULES, "profile" or "measured"
+    schedule: str = "uniform"      # one of SCHEDULES, SHAPES, "profile" or "measured"
     start: float = 1.0
     end: float = 1.0
     profile: str | None = None     # one of PROFILES when schedule == "profile"
@@ -435,7 +350,7 @@ class WidthSpec:
     origin: str = ""  # not `source`: TrainConfig.source (the corpus) shares the override namespace
 
     def __post_init__(self) -> None:
-        valid = SCHEDULES + ("profile", MEASURED)
+        valid = SCHEDULES + SHAPES + ("profile", MEASURED)
         if self.schedule not in valid:
             raise ValueError(f"WidthSpec.schedule={self.schedule!r} is unknown; valid: {', '.join(valid)}")
         object.__setattr__(self, "measure", tuple(float(v) for v in self.measure))
@@ -458,6 +373,11 @@ class WidthSpec:
         else:
             object.__setattr__(self, "start", _check_ratio(self.start, "WidthSpec.start"))
             object.__setattr__(self, "end", _check_ratio(self.end, "WidthSpec.end"))
+            if self.schedule in SHAPES:
+                try:
+                    check_shape_ratios(self.schedule, self.start, self.end)
+                except ValueError as err:
+                    raise ValueError(f"WidthSpec: {err}") from None
         object.__setattr__(self, "multiple", _check_int(self.multiple, "WidthSpec.multiple", 1))
         object.__setattr__(self, "k", float(self.k))
 
@@ -468,11 +388,14 @@ class WidthSpec:
         if self.schedule == MEASURED:
             return measured_widths(self.measure, n_layers, d_ff, self.multiple, self.exponent, self.monotone,
                                    self.min_ratio, self.smooth)
+        if self.schedule in SHAPES:
+            return shape_widths(n_layers, d_ff, self.schedule, self.start, self.end, self.multiple)
         return taper_widths(n_layers, d_ff, self.schedule, self.start, self.end, self.multiple, self.k)
 
     @property
     def label(self) -> str:
-        """Short name for legends and tables: "uniform", "cosine 1.5->0.5", "wider-early"."""
+        """Short name for legends and tables: "uniform", "cosine 1.5->0.5", "wider-early", and for a symmetric
+        shape edge->centre->edge: "middle-heavy 0.5->1.5->0.5"."""
         if self.schedule == "profile":
             return str(self.profile)
         if self.schedule == MEASURED:
@@ -481,6 +404,8 @@ class WidthSpec:
             return f"measured{knobs}" + (f" ({self.origin})" if self.origin else "")
         if self.schedule == "uniform":
             return "uniform"
+        if self.schedule in SHAPES:
+            return f"{self.schedule} {self.start:g}->{self.end:g}->{self.start:g}"
         k = f" k={self.k:g}" if self.schedule == "sigmoid" and self.k != 10.0 else ""
         return f"{self.schedule} {self.start:g}->{self.end:g}{k}"
 

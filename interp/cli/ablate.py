@@ -3,9 +3,10 @@
     interp ablate groups --preset tiny --seeds 3     # layer-group ablation (paper Figure 2), trains 12 runs
     interp ablate pretrained --model smollm2-135m    # remove MLP neurons of a pretrained model
     interp ablate architectures --preset tiny        # uniform vs cosine 1.5->0.5 per token mixer
+    interp ablate rivals --preset tiny --seeds 5     # the paper's taper vs the rival depth profiles, 25 runs
     torchrun --nproc_per_node=8 -m interp.cli.ablate groups --preset 440m --set grad_accum=1
 
-`groups` and `architectures` are resumable like `interp sweep` (same shared flags, same exit status:
+`groups`, `architectures` and `rivals` are resumable like `interp sweep` (same shared flags, same exit status:
 0 done, 1 a run failed, 130 interrupted). Every kind's flags are generated from its analysis Config
 (interp._util.config.add_arguments). Adding a kind: write `_register_<kind>(kinds)` that adds its
 parser and sets `func`, and append it to KINDS.
@@ -106,13 +107,42 @@ def run_architectures(args: argparse.Namespace, command: str = "interp ablate ar
     return run_analysis(architectures, args, command, show=print_architectures, plan_note=estimate)
 
 
+# -- rivals ----------------------------------------------------------------------------------------
+def _register_rivals(kinds: argparse._SubParsersAction) -> None:
+    from analyses import rival_profiles
+
+    p = kinds.add_parser("rivals", help="uniform vs cosine 1.5->0.5 vs the reverse taper, middle-heavy and x-shaped "
+                                        "profiles at equal parameters (issue 14)",
+                         description="Train the rival width profiles (resumable), tabulate mean and paired "
+                                     "differences vs uniform and vs cosine 1.5->0.5 with 95% t-CIs, plot "
+                                     "figures/rival_profiles.png.")
+    add_experiment_arguments(p, rival_profiles)
+    p.set_defaults(func=run_rivals, command="ablate rivals")  # errors read "interp ablate rivals: ..."
+
+
+def print_rivals(summary) -> None:
+    """One line per variant: ppl mean [CI], paired change vs uniform and vs cosine 1.5->0.5 [CI]."""
+    def ci(prefix: str, suffix: str = "") -> list[str]:
+        return [f"{prefix}_{s}{suffix}" for s in ("mean", "ci_low", "ci_high")]
+
+    cols = ["variant", "n_seeds", *ci("val_ppl"), *ci("rel_val_ppl_pct"), *ci("rel_val_ppl_pct", "_vs_cosine")]
+    print(summary[cols].to_string(index=False, float_format=lambda x: f"{x:.2f}"))
+
+
+def run_rivals(args: argparse.Namespace) -> int:
+    from analyses import rival_profiles
+
+    return run_analysis(rival_profiles, args, command="interp ablate rivals", show=print_rivals)
+
+
 # One registrar per kind, in --help order.
 KINDS: list[Callable[[argparse._SubParsersAction], None]] = [_register_groups, _register_pretrained,
-                                                              _register_architectures]
+                                                              _register_architectures, _register_rivals]
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("ablate", help="capacity ablations: `interp ablate groups|pretrained|architectures ...`",
+    p = subparsers.add_parser("ablate",
+                              help="capacity ablations: `interp ablate groups|pretrained|architectures|rivals ...`",
                               description=__doc__.split("\n")[0])
     kinds = p.add_subparsers(dest="kind", required=True, metavar="KIND")
     for add_kind in KINDS:

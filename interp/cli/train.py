@@ -22,7 +22,7 @@ import threading
 from collections.abc import Iterator
 
 from interp._util.config import add_arguments, given_options
-from interp.schedules import PROFILES, SCHEDULES
+from interp.schedules import PROFILES, SCHEDULES, SHAPES
 from interp.training.config import TrainConfig, parse_train_overrides
 from interp.training.presets import PRESETS
 
@@ -44,7 +44,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         f"default {DEFAULT_PRESET})")
     p.add_argument("--out", dest="out_dir", required=True, metavar="DIR", help=_help("out_dir"))
     width = p.add_argument_group("MLP width over depth (interp.schedules.WidthSpec)")
-    width.add_argument("--schedule", choices=SCHEDULES)
+    width.add_argument("--schedule", choices=SCHEDULES + SHAPES,
+                       help="middle-heavy / x-shaped: --start is the edge layers' ratio, --end the centre's")
     width.add_argument("--start", type=float, help="first layer's width as a multiple of d_ff (e.g. 1.5)")
     width.add_argument("--end", type=float, help="last layer's width as a multiple of d_ff (e.g. 0.5)")
     width.add_argument("--profile", help=f"layer-group profile: {' | '.join(PROFILES)}")

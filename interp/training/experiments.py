@@ -128,7 +128,22 @@ def sweep_variants() -> list[Variant]:
                                      for schedule in SWEEP_SCHEDULES for start, end in SWEEP_PAIRS]
 
 
-VARIANT_SETS: dict[str, Callable[[], list[Variant]]] = {"groups": group_variants, "sweep": sweep_variants}
+def rival_variants() -> list[Variant]:
+    """Issue 14 section 4, the rival depth profiles at the same budget: uniform; the paper's cosine 1.5->0.5
+    (wide early); the reverse taper cosine 0.5->1.5 (growing with depth: OpenELM, DeLighT); middle-heavy
+    0.5->1.5->0.5 (capacity in the middle layers: Ikeda/Lee et al. 2025); x-shaped 1.5->0.5->1.5 (wide early
+    and late: the d_ff analogue of Variable-Width Transformers); interp.schedules_shapes.
+
+    Every non-uniform profile spans the same 0.5..1.5 x d_ff (widest layer 3x the narrowest) with mean 1,
+    the paper's best taper's magnitudes, so the arms differ in *where* depth gets the width, not in how
+    unequal the widths are: a steeper profile wins at this scale (the sweep, derived_taper), and a rival run
+    at other magnitudes would confound placement with steepness."""
+    return [variant(w) for w in (WidthSpec(), WidthSpec("cosine", 1.5, 0.5), WidthSpec("cosine", 0.5, 1.5),
+                                 WidthSpec("middle-heavy", 0.5, 1.5), WidthSpec("x-shaped", 1.5, 0.5))]
+
+
+VARIANT_SETS: dict[str, Callable[[], list[Variant]]] = {"groups": group_variants, "sweep": sweep_variants,
+                                                        "rivals": rival_variants}
 
 
 def select_variants(variants: Sequence[Variant], only: Iterable[str] = (), where: str = "only") -> list[Variant]:
@@ -401,5 +416,5 @@ class ExperimentFailed(RuntimeError):
 
 
 __all__ = ["Variant", "Experiment", "Report", "RunStatus", "ExperimentFailed", "variant", "slug", "group_variants",
-           "sweep_variants", "select_variants", "VARIANT_SETS", "SWEEP_SCHEDULES", "SWEEP_PAIRS",
+           "sweep_variants", "rival_variants", "select_variants", "VARIANT_SETS", "SWEEP_SCHEDULES", "SWEEP_PAIRS",
            "check_equal_params", "describe", "run_experiment"]

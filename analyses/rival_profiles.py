@@ -1,0 +1,102 @@
+"""The rival width profiles, head to head at the same budget (issue 14 section 4): is the paper's taper
+better than the depth profiles related work proposes?
+
+Five variants (interp.training.experiments.rival_variants), identical parameter counts and FLOPs (checked
+before training and again in the table), same preset, data, steps and seeds; only the widths differ:
+
+    uniform                      d_ff in every layer
+    cosine 1.5->0.5              the paper's taper: wide early
+    cosine 0.5->1.5              the reverse taper, growing with depth (OpenELM, DeLighT)
+    middle-heavy 0.5->1.5->0.5   capacity concentrated in the middle layers (Ikeda/Lee et al. 2025)
+    x-shaped 1.5->0.5->1.5       wide early and late (the d_ff analogue of Variable-Width Transformers)
+
+All four non-uniform profiles span 0.5..1.5 x d_ff with mean 1 (rival_variants says why); the two
+symmetric shapes are interp.schedules_shapes (start = the edge layers' ratio, end = the centre's). On the
+`tiny` preset (6 layers, d_ff 1024, 10,489,088 parameters each) the widths are 1024 x 6,
+1536/1440/1184/864/608/512, its mirror, 512/1024/1536/1536/1024/512 and 1536/1024/512/512/1024/1536.
+
+    interp ablate rivals --preset tiny --seeds 5          # 25 runs, fp32, resumable (rerun = resume)
+    interp ablate rivals --preset tiny --dry-run          # the plan: runs, widths, parameter counts
+    torchrun --nproc_per_node=8 -m interp.cli.ablate rivals --preset 440m --dtype bf16 --set grad_accum=1
+
+Per variant (figures/rival_profiles.csv): mean validation loss and perplexity with a 95% Student-t CI over
+seeds; the change vs uniform paired by seed (d_*, rel_val_ppl_pct_*) and vs cosine 1.5->0.5 (the same
+columns with the suffix _vs_cosine), each with its t-CI (interp.training.results.summarize). One row per run
+in figures/rival_profiles_runs.csv, with device, dtype and the hardware each run started on.
+
+fp32 by default (--dtype): a committed training study must not depend on the CPU kind it ran on
+(dtype="auto" is bf16 only where the CPU has native bf16, and bf16 numbers differ between CPU kinds).
+Steps default to the preset's (tiny: 250 x 8 x 256 = 512k tokens per run, the group ablation's and the
+sweep's regime). Cost, estimated, not measured: ~2,500 tokens/s for tiny in fp32 on 2 quiet cores
+(benchmarks/RESULTS.md: 2,564 uniform, 2,486 cosine) is ~3.4 min per run; figures/README.md measured ~190 s
+per 160 fp32 steps with jobs beside it, ~5 min per 250; so 25 runs take ~1.5-2 h on a CPU. Not run yet.
+Runs: runs/rivals-<preset>/<variant>/seed<k>/.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from analyses import outputs, read_table
+from analyses.group_ablation import (
+    NAME_HELP,
+    ONLY_HELP,
+    OVERRIDES_HELP,
+    PRESET_HELP,
+    ROOT_HELP,
+    STEPS_HELP,
+    build_experiment,
+    compute_tables,
+    experiment_files,
+)
+from interp._util.config import option, path_component
+from interp.training.config import DTYPES
+
+NAME = "rival_profiles"
+HEAVY = True  # 25 training runs of `tiny`
+KIND = "rivals"  # the variant set (interp.training.experiments.VARIANT_SETS) and the experiment's default name
+COSINE = "cosine-1.5-0.5"  # the second baseline every variant is paired with
+TABLE, RUNS_TABLE, FIGURE = experiment_files(NAME)
+OUTPUTS = outputs(TABLE, RUNS_TABLE, FIGURE)
+
+
+@dataclass
+class Config:
+    preset: str = option("tiny", PRESET_HELP)
+    seeds: int = option(5, "train seeds 0..N-1 per variant (the issue asks for >= 5)")
+    steps: int | None = option(None, STEPS_HELP)  # None = the preset's (tiny: 250 = 512k tokens per run)
+    # fp32: the numbers must not depend on the CPU kind (see the module docstring); bf16 on GPUs
+    dtype: str = option("fp32", "training precision of every run: fp32 | bf16 (autocast) | auto (bf16 where "
+                                "native); fp32 keeps the numbers independent of the CPU kind", choices=DTYPES)
+    root: str = option("runs", ROOT_HELP)
+    name: str | None = option(None, NAME_HELP, parse=path_component)  # default "rivals-<preset>"
+    only: tuple[str, ...] = option((), ONLY_HELP, metavar="VARIANT[,VARIANT]")
+    overrides: dict[str, Any] = option(help=OVERRIDES_HELP, default_factory=dict, cli=False)
+
+
+def experiment(cfg: Config):
+    """The interp.training.experiments.Experiment this config describes (no training): the rivals set, with
+    `dtype` as a shared override."""
+    if cfg.overrides.get("dtype", cfg.dtype) != cfg.dtype:
+        raise ValueError(f"Config.dtype={cfg.dtype!r} and --set dtype={cfg.overrides['dtype']!r} disagree: "
+                         "give the precision once, with --dtype")
+    return build_experiment(dataclasses.replace(cfg, overrides={**cfg.overrides, "dtype": cfg.dtype}), KIND)
+
+
+def compute(cfg: Config, figures_dir: Path, data=None, train: bool = True):
+    """Train the missing runs (unless train=False), then write both tables; returns (report or None, summary).
+    ExperimentFailed (after writing) if a run failed."""
+    return compute_tables(experiment(cfg), cfg, figures_dir, NAME, TABLE, RUNS_TABLE, paper=None, train=train,
+                          data=data, vs={COSINE: "vs_cosine"}, hardware=True)
+
+
+def render(figures_dir: Path) -> list[Path]:
+    from interp.plots import save_figure
+    from interp.plots.rivals import plot_rival_profiles
+
+    summary = read_table(figures_dir, TABLE, NAME)
+    runs = read_table(figures_dir, RUNS_TABLE, NAME)
+    return [save_figure(plot_rival_profiles(summary, runs[runs["status"] == "done"]), Path(figures_dir) / FIGURE)]
