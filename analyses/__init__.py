@@ -49,6 +49,7 @@ ANALYSES: list[str] = [
     "downstream",
     "niah",
     "gain_vs_tokens",
+    "novelty_block_styles",
 ]
 
 REQUIRED_ATTRIBUTES = ("NAME", "OUTPUTS", "Config", "compute", "render")
