@@ -50,6 +50,7 @@ ANALYSES: list[str] = [
     "niah",
     "gain_vs_tokens",
     "rival_profiles",
+    "novelty_block_styles",
 ]
 
 REQUIRED_ATTRIBUTES = ("NAME", "OUTPUTS", "Config", "compute", "render")

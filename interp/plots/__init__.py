@@ -33,6 +33,7 @@ _EXPORTS = {
     'depth_correlations': 'novelty',
     'series_color': 'novelty',
     'plot_novelty': 'novelty',
+    'plot_novelty_block_styles': 'block_styles',
     'GROUP_COLUMNS': 'experiments',
     'SWEEP_COLUMNS': 'experiments',
     'plot_group_ablation': 'experiments',

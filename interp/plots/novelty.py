@@ -39,7 +39,15 @@ METRIC_TITLES = {
 # Series that are not width schedules (pretrained models) get colours the schedules do not use, so a
 # model is never read as "cosine" (red) or "uniform" (grey).
 SERIES_COLORS = ("#1f77b4", "#8c564b", "#17becf", "#bcbd22", "#e377c2")
-PAPER_NOTE = "paper, GPT-2 124M-1.5B: Pearson r with layer 0.49-0.71 (rho_MLP), 0.27-0.71 (rho_block)"
+# The paper's section 4 on pretrained GPT-2 (/work/shared/paper-notes.md, "The mechanistic analysis"): the range
+# over model sizes of the Pearson r of each per-layer curve with the layer index, and the shape it describes in
+# words (the notes give no per-layer rho values, so none is drawn).
+PAPER_DEPTH_R = {"rho_mlp": (0.49, 0.71), "rho_block": (0.27, 0.71)}
+PAPER_MODELS = "GPT-2 124M-1.5B, 2,048 tokens of WikiText-2"
+PAPER_SHAPE = ("both rho fall to about 0 (or slightly below) in early and middle layers and rise through the "
+               "second half")
+PAPER_NOTE = "paper, GPT-2 124M-1.5B: Pearson r with layer " + ", ".join(
+    f"{lo:.2f}-{hi:.2f} ({metric.replace('mlp', 'MLP')})" for metric, (lo, hi) in PAPER_DEPTH_R.items())
 
 
 def series_color(name: str, index: int) -> str:
