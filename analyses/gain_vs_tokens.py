@@ -47,7 +47,8 @@ NAME = "gain_vs_tokens"
 HEAVY = True  # 20 runs of 2.1M tokens each plus a check pair (two 1-thread processes: ~2.5 h on 2 cores)
 TABLE, RUNS_TABLE, FIGURE = experiment_files(NAME)
 CURVES_TABLE = f"{NAME}_curves.csv"
-OUTPUTS = outputs(TABLE, RUNS_TABLE, CURVES_TABLE, FIGURE)
+TREND_TABLE = f"{NAME}_trend.csv"
+OUTPUTS = outputs(TABLE, RUNS_TABLE, CURVES_TABLE, TREND_TABLE, FIGURE)
 ARCHS = ("llama", "gpt2")
 BASELINE, TAPER = "uniform", "cosine-1.5-0.5"
 
@@ -154,6 +155,36 @@ def summarize_lengths(runs: pd.DataFrame) -> pd.DataFrame:
     return out[lead + [c for c in out.columns if c not in lead]]
 
 
+def trend(runs: pd.DataFrame) -> pd.DataFrame:
+    """The answer to the question, per block style: per seed, the least-squares slope of the taper's % change vs
+    uniform against log2(tokens) over the wsd lengths (percentage points per doubling of training), and the
+    change from the shortest to the longest length; mean and 95% t-CI over the seeds that finished every length.
+    A negative slope means the gain grows with training (the change becomes more negative)."""
+    import numpy as np
+
+    from interp.stats import mean_ci
+
+    rows = []
+    done = runs[(runs["status"] == "done") & (runs["lr_schedule"] == "wsd")]
+    for arch, g in done.groupby("arch", sort=True):
+        wide = g.pivot_table(index=["seed", "tokens"], columns="variant", values="val_ppl")
+        if not {BASELINE, TAPER} <= set(wide.columns):
+            continue
+        rel = (100.0 * (wide[TAPER] / wide[BASELINE] - 1.0)).dropna().unstack("tokens")
+        rel = rel.dropna()  # seeds with every length
+        if rel.empty or rel.shape[1] < 2:
+            continue
+        x = np.log2(rel.columns.to_numpy(dtype=float))
+        slopes = [float(np.polyfit(x, row.to_numpy(dtype=float), 1)[0]) for _, row in rel.iterrows()]
+        change = rel.iloc[:, -1] - rel.iloc[:, 0]
+        row = {"arch": arch, "n_seeds": len(rel), "seeds": ",".join(map(str, rel.index)),
+               "tokens": "/".join(str(int(t)) for t in rel.columns)}
+        for name, values in (("slope_pct_per_doubling", slopes), ("last_minus_first_pct", change)):
+            row[f"{name}_mean"], row[f"{name}_ci_low"], row[f"{name}_ci_high"] = mean_ci(pd.Series(values))
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
 def curves(exp, arch: str) -> pd.DataFrame:
     """The main runs' logged losses (train every 16 steps, validation every eval_interval) for the figure."""
     import json
@@ -205,6 +236,7 @@ def compute(cfg: Config, figures_dir: Path, data=None, train: bool = True) -> pd
     write_table(pd.concat(curve_parts, ignore_index=True) if curve_parts else curves(check, cfg.check_arch),
                 figures_dir, CURVES_TABLE, cfg, NAME)
     write_table(runs, figures_dir, RUNS_TABLE, cfg, NAME)
+    write_table(trend(runs), figures_dir, TREND_TABLE, cfg, NAME)
     write_table(summary, figures_dir, TABLE, cfg, NAME)
     if failed:
         raise ExperimentFailed(failed[0])

@@ -1,6 +1,8 @@
 """analyses/gain_vs_tokens end to end on the micro shape: wsd runs with cooldown branches for both block styles,
 the own-schedule check pair, the per-length paired tables, the figure, and tables rebuilt without training."""
 
+import math
+
 import pandas as pd
 import pytest
 
@@ -39,6 +41,21 @@ def test_compute_tables_and_render(env, tmp_path):
     expected = (100 * (wide[v.name] / wide["uniform"] - 1)).mean()
     got = wsd[(wsd["arch"] == "llama") & (wsd["steps"] == 8) & (wsd["variant"] == v.name)]
     assert got["rel_val_ppl_pct_mean"].item() == pytest.approx(expected, rel=1e-9)
+    trend = pd.read_csv(figures / gvt.TREND_TABLE).set_index("arch")
+    llama = wsd[(wsd["arch"] == "llama") & (wsd["variant"] == v.name)]
+    assert trend.loc["llama", "n_seeds"] == 2
+    # the slope, recomputed by hand: per seed, the closed-form least-squares slope over log2(tokens), averaged
+    lw = runs[(runs["arch"] == "llama") & (runs["lr_schedule"] == "wsd")]
+    slopes = []
+    for seed in (0, 1):
+        g = lw[lw["seed"] == seed].pivot_table(index="tokens", columns="variant", values="val_ppl")
+        y = 100 * (g[v.name] / g["uniform"] - 1)
+        x = [math.log2(t) for t in g.index]
+        mx, my = sum(x) / len(x), float(y.mean())
+        slopes.append(sum((a - mx) * (b - my) for a, b in zip(x, y)) / sum((a - mx) ** 2 for a in x))
+    assert trend.loc["llama", "slope_pct_per_doubling_mean"] == pytest.approx(sum(slopes) / 2, rel=1e-9)
+    first, last = llama.sort_values("tokens")["rel_val_ppl_pct_mean"].iloc[[0, -1]]
+    assert trend.loc["llama", "last_minus_first_pct_mean"] == pytest.approx(last - first, rel=1e-9, abs=1e-9)
     curves = pd.read_csv(figures / gvt.CURVES_TABLE)
     assert set(curves["kind"]) == {"train", "eval"} and curves["loss"].notna().all()
     (png,) = gvt.render(figures)
