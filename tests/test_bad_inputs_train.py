@@ -94,6 +94,12 @@ Case("train-multiple-7-tiny", item="11", argv=["train", "--preset", "tiny", "--m
      setup=corpus, message=r"TrainConfig\.width .*--multiple.*not divisible by multiple=7.*use d_ff=1022")
 Case("train-multiple-48-tiny", item="11", argv=["train", "--preset", "tiny", "--multiple", "48", "--out", OUT],
      setup=corpus, message=r"TrainConfig\.width .*d_ff=1024 is not a multiple of multiple=48; use multiple=16")
+Case("train-cooldowns-without-wsd", item="new", argv=[*MICRO, "--cooldowns", "4"], setup=corpus,
+     message=r"TrainConfig\.cooldowns=\[4\] \(--cooldowns\) needs --lr-schedule wsd")
+Case("train-cooldown-not-shorter", item="new", argv=[*MICRO, "--lr-schedule", "wsd", "--cooldowns", "4"],
+     setup=corpus, message=r"--cooldowns\): each length must be an int in \(0, steps=4\)")
+Case("train-cooldown-fraction-zero", item="new", argv=[*MICRO, "--lr-schedule", "wsd", "--cooldown-fraction", "0"],
+     setup=corpus, message=r"TrainConfig\.cooldown_fraction=0\.0 \(--cooldown-fraction\) must be in \(0, 1\]")
 Case("train-val-fraction-above-1", item="11", argv=[*MICRO, "--val-fraction", "1.5"], setup=corpus,
      message=r"TrainConfig\.val_fraction=1\.5 \(--val-fraction\) must be in \(0, 1\)")
 Case("train-val-fraction-zero", item="11", argv=[*MICRO, "--val-fraction", "0"], setup=corpus,
