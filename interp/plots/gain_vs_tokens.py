@@ -31,9 +31,9 @@ def plot_gain_vs_tokens(summary: pd.DataFrame, curves: pd.DataFrame, runs: pd.Da
         g = g.sort_values("tokens")
         wsd = schedule == "wsd"
         n = g["n_pairs"].astype(int)
-        label = f"{arch}, {'wsd branches' if wsd else 'own cosine schedule (check)'}, {n.min()}-{n.max()} pairs" \
-            if n.min() != n.max() else f"{arch}, {'wsd branches' if wsd else 'own cosine schedule (check)'}, " \
-                                       f"{n.min()} pairs"
+        pairs = f"{n.min()}" if n.min() == n.max() else f"{n.min()}-{n.max()}"
+        what = "wsd cooldown branches" if wsd else "own cosine schedule (check)"
+        label = f"{arch}, {what}, {pairs} seed pair{'s' if n.max() > 1 else ''}"
         color = color_for(arch, i)
         ax_gain.errorbar(g["tokens"] / 1e6, g["rel_val_ppl_pct_mean"],
                          yerr=_error(g["rel_val_ppl_pct_mean"], g["rel_val_ppl_pct_ci_low"],
@@ -55,7 +55,7 @@ def plot_gain_vs_tokens(summary: pd.DataFrame, curves: pd.DataFrame, runs: pd.Da
         style = "-" if variant == "uniform" else "--"
         color = color_for(variant, i)
         ax_loss.plot(mean.index / 1e6, mean.values, style, color=color, marker=MARKERS.get(arch, "o"), ms=3,
-                     label=f"{arch} {variant} (stable lr)")
+                     label=f"{arch} {variant}")
         cooled = summary[(summary["arch"] == arch) & (summary["variant"] == variant) &
                          (summary["lr_schedule"] == "wsd")]
         ax_loss.scatter(cooled["tokens"] / 1e6, cooled["val_loss_mean"], s=40, color=color,
@@ -63,7 +63,8 @@ def plot_gain_vs_tokens(summary: pd.DataFrame, curves: pd.DataFrame, runs: pd.Da
     ax_loss.set_xscale("log", base=2)
     ax_loss.set_xlabel("training tokens (millions, log scale)")
     ax_loss.set_ylabel("validation loss (nats/token)")
-    ax_loss.set_title("loss curves: lines = stable phase, dots = cooled down")
+    ax_loss.set_title("loss curves of the runs (constant lr, own cooldown in the last 20%);\n"
+                      "dots = the cooldown branches and the run's end (mean over seeds)", fontsize=10)
     ax_loss.legend(loc="upper right", fontsize=7)
     return fig
 
