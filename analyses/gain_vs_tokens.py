@@ -27,8 +27,8 @@ kind (issue 14 §3). Lengths 256/512/768/1024 steps = 0.52M/1.05M/1.57M/2.10M to
 the last 20% of its own length. Validation: the first 16 fixed batches of the val split (32,768 tokens).
 
 Cost, measured on the 2-core Intel machine (fp32, 1 thread per run, two runs side by side): ~3,100 tokens/s
-per run, so a run (2.10M tokens + 0.31M of cooldowns + evaluations) takes ~13.5 min, and the 20 runs plus the
-check pair ~2.5 h of wall time in two processes. Longer lengths (e.g. lengths=(256, 512, 1024, 2048), 4.19M
+per run, so a run (2.10M tokens + 0.31M of cooldowns + evaluations) took ~16 min on the loaded machine, and
+the 20 runs plus the check pair take ~3 h of wall time in two processes. Longer lengths (e.g. lengths=(256, 512, 1024, 2048), 4.19M
 tokens) double that: the longest length was chosen to finish in one working session, not for the question.
 """
 
@@ -44,7 +44,7 @@ from analyses.group_ablation import ROOT_HELP, experiment_files
 from interp._util.config import option
 
 NAME = "gain_vs_tokens"
-HEAVY = True  # 20 runs of 2.1M tokens each plus a check pair (two 1-thread processes: ~2.5 h on 2 cores)
+HEAVY = True  # 20 runs of 2.1M tokens each plus a check pair (two 1-thread processes: ~3 h on 2 cores)
 TABLE, RUNS_TABLE, FIGURE = experiment_files(NAME)
 CURVES_TABLE = f"{NAME}_curves.csv"
 TREND_TABLE = f"{NAME}_trend.csv"
@@ -113,11 +113,10 @@ def length_runs(exp, arch: str, schedule: str) -> pd.DataFrame:
     from interp._util.paths import CONFIG_FILE
     from interp.training import cooldown
     from interp.training.config import config_diff
+    from interp.training.results import experiment_runs
 
     expected = {str(exp.run_dir(v, seed)): cfg for v, seed, cfg in exp.configs()}
     rows = []
-    from interp.training.results import experiment_runs
-
     for run in experiment_runs(exp).to_dict("records"):
         run_dir, cfg = Path(run["run_dir"]), expected[run["run_dir"]]
         config = read_json(run_dir / CONFIG_FILE) if (run_dir / CONFIG_FILE).is_file() else {}

@@ -25,8 +25,6 @@ import copy
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import torch
-
 from interp._util.io import read_json, write_json_atomic
 from interp._util.paths import RESULT_FILE
 from interp.training import checkpoints
@@ -108,4 +106,3 @@ def run_branch(trainer: Trainer, length: int, step: int, tokens: int, flag: Stop
         return result
     finally:
         snapshot.restore(trainer)
-        torch.set_grad_enabled(True)
