@@ -100,7 +100,7 @@ def shape_widths(n_layers: int, d_ff: int, schedule: str = "middle-heavy", start
     x = shape_ratios(n_layers, schedule, start, end)
     x = x * (total / x.sum())
     narrow = ("start", start) if _WIDE_CENTRE[schedule] else ("end", end)
-    if round(float(x.min())) < 1:
+    if float(x.min()) < 0.5 - 1e-9:                  # under half a multiple (a tolerance: 0.5 is no float coin toss)
         raise ValueError(f"{narrow[0]}={narrow[1]:g} makes a width of {x.min() * multiple:.4g}, which rounds to 0 "
                          f"at multiple={multiple}; the minimum {narrow[0]} ratio that works is about "
                          f"{multiple / d_ff:.4g} (one multiple), or use a smaller multiple")
