@@ -69,6 +69,8 @@ ROOT_HELP = "run root; runs go to ROOT/NAME/<variant>/seed<k>/ (relative: to the
 NAME_HELP = "experiment directory under --root (default: <kind>-<preset>)"
 ONLY_HELP = "train only these variants (e.g. to split the runs over machines); see --dry-run for names"
 OVERRIDES_HELP = "TrainConfig fields shared by every run (--set FIELD=JSON)"
+JOBS_HELP = ("runs trained at once, one process each with cores/jobs threads (2 on a 2-core CPU: ~1.4x the "
+             "throughput of 1; the same numbers at a fixed --set threads)")
 
 
 @dataclass
@@ -81,6 +83,7 @@ class Config:
     root: str = option("runs", ROOT_HELP)
     name: str | None = option(None, NAME_HELP, parse=path_component)  # default "groups-<preset>"
     only: tuple[str, ...] = option((), ONLY_HELP, metavar="VARIANT[,VARIANT]")
+    jobs: int = option(1, JOBS_HELP)
     overrides: dict[str, Any] = option(help=OVERRIDES_HELP, default_factory=dict, cli=False)
 
 
@@ -162,7 +165,7 @@ def compute_tables(exp, cfg: Any, figures_dir: Path, name: str, table: str, runs
     from interp.training.experiments import ExperimentFailed, run_experiment
     from interp.training.results import experiment_runs, summarize
 
-    report = run_experiment(exp, data=data) if train else None
+    report = run_experiment(exp, data=data, jobs=getattr(cfg, "jobs", 1)) if train else None
     runs = with_hardware(experiment_runs(exp)) if hardware else experiment_runs(exp)
     order = [v.name for v in exp.variants]
     summary = summarize(runs, order=order)

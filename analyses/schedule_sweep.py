@@ -31,6 +31,7 @@ from typing import Any
 
 from analyses import outputs, read_table
 from analyses.group_ablation import (
+    JOBS_HELP,
     NAME_HELP,
     ONLY_HELP,
     OVERRIDES_HELP,
@@ -78,6 +79,7 @@ class Config:
     root: str = option("runs", ROOT_HELP)
     name: str | None = option(None, NAME_HELP, parse=path_component)  # default "sweep-<preset>"
     only: tuple[str, ...] = option((), ONLY_HELP, metavar="VARIANT[,VARIANT]")
+    jobs: int = option(1, JOBS_HELP)
     overrides: dict[str, Any] = option(help=OVERRIDES_HELP, default_factory=dict, cli=False)
 
 

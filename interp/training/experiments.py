@@ -59,6 +59,7 @@ from interp.training.results import (
     _read,
     is_done,
 )
+from interp.training.workers import Outcome, train_in_processes
 
 if TYPE_CHECKING:  # imported lazily at run time: the Trainer and the data load torch
     from interp.data import TokenData
@@ -341,14 +342,21 @@ class _DataCache:
         return self.loaded[key]
 
 
-def run_experiment(exp: Experiment, data: TokenData | None = None, log: Callable[[str], None] | None = print) -> Report:
+def run_experiment(exp: Experiment, data: TokenData | None = None, log: Callable[[str], None] | None = print,
+                   jobs: int = 1) -> Report:
     """Train every run of `exp` that is not finished yet, seed-major; never raises for a single run's failure.
+
+    jobs > 1: that many runs at once, one spawned process each (interp.training.workers; each gets
+    cores // jobs threads unless the run sets `threads`), same results as one after another. Not under torchrun.
 
     `data` (an interp.data.TokenData) is passed to every Trainer when given (tests, notebooks);
     otherwise it is prepared once from the runs' config. The experiment directory is locked while it runs
     (interp._util.io.exclusive_lock): a second runner of the same experiment fails at once with LockHeld
     naming the first one's pid, instead of training the same runs into the same directories.
     """
+    if jobs < 1 or (jobs > 1 and Distributed.from_env(join=False).world_size > 1):
+        raise ValueError(f"run_experiment(jobs={jobs}): jobs is the number of single-process runs trained at once, "
+                         "at least 1, and must be 1 under torchrun (there every rank trains the same run)")
     configs = exp.configs()
     # pre-flight, at the configured vocabulary
     params = check_equal_params((cfg for _, _, cfg in configs), exp.equal_params_within)
@@ -358,6 +366,8 @@ def run_experiment(exp: Experiment, data: TokenData | None = None, log: Callable
     lock = (exclusive_lock(exp.dir / LOCK_FILE, f"experiment {exp.dir} (--root/--name)") if main
             else contextlib.nullcontext())
     with lock:
+        if jobs > 1:
+            return _train_runs_at_once(exp, configs, params, data, say, jobs)
         return _train_runs(exp, configs, params, _DataCache(data), say, main)
 
 
@@ -373,13 +383,9 @@ def _train_runs(exp: Experiment, configs: list[tuple[Variant, int, TrainConfig]]
         if stop:
             statuses.append(RunStatus(v.name, seed, run_dir, NOT_RUN))
             continue
-        if is_done(run_dir, cfg):
-            if main:
-                (run_dir / ERROR_FILE).unlink(missing_ok=True)  # left by a rerun with another config
+        if _skip_if_done(exp, i, len(configs), v, seed, cfg, say, main):
             statuses.append(RunStatus(v.name, seed, run_dir, SKIPPED))
-            if params is not None:
-                params = (_read(run_dir / RESULT_FILE) or {}).get("params", params)
-            say(f"[{exp.name} {i}/{len(configs)}] {v.name} seed{seed}: done already, skipped")
+            params = _params_of(run_dir, params)
             continue
         say(f"[{exp.name} {i}/{len(configs)}] {v.name} seed{seed}: training -> {run_dir}")
         t0 = time.perf_counter()
@@ -387,23 +393,74 @@ def _train_runs(exp: Experiment, configs: list[tuple[Variant, int, TrainConfig]]
         try:
             result = Trainer(cfg, data=data).run()
         except Exception as err:  # noqa: BLE001 - one failed run must not stop the others
-            message = f"{type(err).__name__}: {err}"
-            if main:
-                run_dir.mkdir(parents=True, exist_ok=True)
-                (run_dir / ERROR_FILE).write_text(traceback.format_exc())
-            statuses.append(RunStatus(v.name, seed, run_dir, FAILED, time.perf_counter() - t0, message))
-            say(f"[{exp.name}] FAILED {v.name} seed{seed}: {message}")
-            continue
-        status = DONE if result.get("status") == DONE else INTERRUPTED
-        if params is not None:
-            params = result.get("params", params)  # the real count, at the tokenizer's vocabulary
-        if main:
-            (run_dir / ERROR_FILE).unlink(missing_ok=True)  # an earlier failure is fixed now
-        statuses.append(RunStatus(v.name, seed, run_dir, status, time.perf_counter() - t0,
-                                  result.get("reason")))
-        say(f"[{exp.name}] {v.name} seed{seed}: {status}, val_ppl {result.get('val_ppl')}")
-        stop = status == INTERRUPTED
+            outcome = Outcome(None, time.perf_counter() - t0, f"{type(err).__name__}: {err}", traceback.format_exc())
+        else:
+            outcome = Outcome(result, time.perf_counter() - t0)
+        statuses.append(_record(exp, v, seed, run_dir, outcome, say, main))
+        params = _params_of(run_dir, params)
+        stop = statuses[-1].status == INTERRUPTED
     return Report(exp.name, params, statuses)
+
+
+def _skip_if_done(exp: Experiment, i: int, n: int, v: Variant, seed: int, cfg: TrainConfig,
+                  say: Callable[[str], None], main: bool) -> bool:
+    run_dir = Path(cfg.out_dir)
+    if not is_done(run_dir, cfg):
+        return False
+    if main:
+        (run_dir / ERROR_FILE).unlink(missing_ok=True)  # left by a rerun with another config
+    say(f"[{exp.name} {i}/{n}] {v.name} seed{seed}: done already, skipped")
+    return True
+
+
+def _params_of(run_dir: Path, params: int | None) -> int | None:
+    """The real parameter count (at the tokenizer's vocabulary) once a run has a result.json."""
+    return params if params is None else (_read(run_dir / RESULT_FILE) or {}).get("params", params)
+
+
+def _record(exp: Experiment, v: Variant, seed: int, run_dir: Path, outcome: Outcome, say: Callable[[str], None],
+            main: bool) -> RunStatus:
+    """One trained (or failed) run's status; its error.txt written (a failure) or cleared (fixed now)."""
+    if outcome.result is None:
+        if main:
+            run_dir.mkdir(parents=True, exist_ok=True)
+            (run_dir / ERROR_FILE).write_text(outcome.traceback or outcome.error or "")
+        say(f"[{exp.name}] FAILED {v.name} seed{seed}: {outcome.error}")
+        return RunStatus(v.name, seed, run_dir, FAILED, outcome.seconds, outcome.error)
+    result = outcome.result
+    status = DONE if result.get("status") == DONE else INTERRUPTED
+    if main:
+        (run_dir / ERROR_FILE).unlink(missing_ok=True)  # an earlier failure is fixed now
+    say(f"[{exp.name}] {v.name} seed{seed}: {status}, val_ppl {result.get('val_ppl')}")
+    return RunStatus(v.name, seed, run_dir, status, outcome.seconds, result.get("reason"))
+
+
+def _train_runs_at_once(exp: Experiment, configs: list[tuple[Variant, int, TrainConfig]], params: int | None,
+                        data: TokenData | None, say: Callable[[str], None], jobs: int) -> Report:
+    """_train_runs with `jobs` runs at a time in child processes; the same statuses, in the same order."""
+    statuses: dict[int, RunStatus] = {}
+    todo: list[int] = []
+    for i, (v, seed, cfg) in enumerate(configs):
+        if _skip_if_done(exp, i + 1, len(configs), v, seed, cfg, say, True):
+            statuses[i] = RunStatus(v.name, seed, Path(cfg.out_dir), SKIPPED)
+        else:
+            todo.append(i)
+    if todo and data is None:  # once here, so a missing or bad corpus stops the experiment before any child
+        _DataCache()(configs[todo[0]][2])
+
+    def start(k: int) -> None:
+        v, seed, cfg = configs[todo[k]]
+        say(f"[{exp.name} {todo[k] + 1}/{len(configs)}] {v.name} seed{seed}: training -> {cfg.out_dir}")
+
+    def end(k: int, outcome: Outcome) -> None:
+        v, seed, cfg = configs[todo[k]]
+        statuses[todo[k]] = _record(exp, v, seed, Path(cfg.out_dir), outcome, say, True)
+
+    train_in_processes([configs[i][2] for i in todo], jobs, data, start, end)
+    for i, (v, seed, cfg) in enumerate(configs):
+        statuses.setdefault(i, RunStatus(v.name, seed, Path(cfg.out_dir), NOT_RUN))
+        params = _params_of(Path(cfg.out_dir), params)
+    return Report(exp.name, params, [statuses[i] for i in range(len(configs))])
 
 
 class ExperimentFailed(RuntimeError):
