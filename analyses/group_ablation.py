@@ -135,38 +135,20 @@ def paired_vs(summary: pd.DataFrame, runs: pd.DataFrame, baseline: str, suffix: 
                          on="variant", how="left")
 
 
-def with_hardware(runs: pd.DataFrame) -> pd.DataFrame:
-    """`runs` plus a `hardware` column: the CUDA device, else the CPU model, cores and native bf16, that each run
-    started on (its config.json provenance), because fp32 and bf16 numbers can differ between CPU kinds."""
-    from interp._util.io import read_json
-    from interp._util.paths import CONFIG_FILE
-
-    def describe(run_dir: str) -> str | None:
-        config = read_json(Path(run_dir) / CONFIG_FILE, missing_ok=True, torn_ok=True)
-        hw = (config.get("provenance") or {}).get("hardware") if isinstance(config, dict) else None
-        if not isinstance(hw, dict):
-            return None
-        if hw.get("cuda"):
-            return str(hw["cuda"])
-        return f"{hw.get('cpu')} ({hw.get('cores')} cores{', bf16 native' if hw.get('bf16_native') else ''})"
-
-    return runs.assign(hardware=[describe(d) for d in runs["run_dir"]])
-
-
 def compute_tables(exp, cfg: Any, figures_dir: Path, name: str, table: str, runs_table: str,
                    paper: dict[str, float] | None, train: bool = True, data=None,
-                   vs: dict[str, str] | None = None, hardware: bool = False):
+                   vs: dict[str, str] | None = None):
     """Train what is missing (unless train=False), rebuild both tables from the run directories, write them.
 
     paper: the paper's perplexity per variant (None: no paper columns); vs: more baselines to pair with,
-    {variant: column suffix} (paired_vs); hardware: add the per-run hardware column (with_hardware).
+    {variant: column suffix} (paired_vs).
     Returns (report or None, summary). Raises ExperimentFailed after writing if any run failed.
     """
     from interp.training.experiments import ExperimentFailed, run_experiment
     from interp.training.results import experiment_runs, summarize
 
     report = run_experiment(exp, data=data, jobs=getattr(cfg, "jobs", 1)) if train else None
-    runs = with_hardware(experiment_runs(exp)) if hardware else experiment_runs(exp)
+    runs = experiment_runs(exp)
     order = [v.name for v in exp.variants]
     summary = summarize(runs, order=order)
     summary = with_paper(summary, paper) if paper is not None else summary

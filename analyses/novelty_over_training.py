@@ -22,7 +22,7 @@ from typing import Any
 import pandas as pd
 
 from analyses import outputs, read_table, recompute_command, write_table
-from analyses.train_comparison import run_dirs, train_configs
+from analyses import train_comparison
 from interp._util.paths import REPO_ROOT
 from interp.probes.config import ProbeConfig
 
@@ -60,23 +60,18 @@ def _root(cfg: Config) -> Path:
     return root if root.is_absolute() else REPO_ROOT / root
 
 
-def _training_config(cfg: Config) -> Config:
-    """The run config train_comparison builds, plus step checkpoints (its helpers read these fields)."""
+def _training_config(cfg: Config) -> train_comparison.Config:
+    """The run config train_comparison builds, plus step checkpoints: its dtype, threads and jobs, so the
+    runs are the same ones."""
     extra = {"ckpt_interval": cfg.ckpt_interval, "keep_step_checkpoints": True, **cfg.overrides}
-    return dataclasses.replace(cfg, overrides=extra)
+    return train_comparison.Config(preset=cfg.preset, steps=cfg.steps, seed=cfg.seed, out_root=cfg.out_root,
+                                   variants=cfg.variants, eval_interval=cfg.eval_interval,
+                                   log_interval=cfg.log_interval, overrides=extra)
 
 
 def train_runs(cfg: Config) -> list[Path]:
-    """Train (or reuse) one run per variant; returns their run directories."""
-    from interp.training import Trainer
-
-    for train_cfg in train_configs(_training_config(cfg)):
-        print(f"[{NAME}] {train_cfg.width.label}: {train_cfg.out_dir}", flush=True)
-        result = Trainer(train_cfg).run()
-        if result.get("status") != "done":
-            raise RuntimeError(f"run {train_cfg.out_dir} stopped early ({result.get('reason')}); "
-                               f"`{recompute_command(NAME)}` resumes it")
-    return run_dirs(_training_config(cfg))
+    """Train (or reuse) one run per variant, as train_comparison does; returns their run directories."""
+    return train_comparison.train_runs(_training_config(cfg), NAME)
 
 
 def probe_runs(cfg: Config, dirs: list[Path]) -> pd.DataFrame:

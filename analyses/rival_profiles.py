@@ -92,7 +92,7 @@ def compute(cfg: Config, figures_dir: Path, data=None, train: bool = True):
     """Train the missing runs (unless train=False), then write both tables; returns (report or None, summary).
     ExperimentFailed (after writing) if a run failed."""
     return compute_tables(experiment(cfg), cfg, figures_dir, NAME, TABLE, RUNS_TABLE, paper=None, train=train,
-                          data=data, vs={COSINE: "vs_cosine"}, hardware=True)
+                          data=data, vs={COSINE: "vs_cosine"})
 
 
 def render(figures_dir: Path) -> list[Path]:

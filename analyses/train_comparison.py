@@ -18,13 +18,15 @@ import pandas as pd
 from analyses import outputs, read_table, recompute_command, resolve_root, write_table
 from interp._util.io import read_json
 from interp._util.paths import CONFIG_FILE, LOG_FILE, RESULT_FILE
+from interp.training.results import hardware_label
 
 NAME = "train_comparison"
 TABLE = "train_comparison.csv"
 FIGURE = "train_comparison.png"
 OUTPUTS = outputs(TABLE, FIGURE)
 COLUMNS = ["run", "label", "kind", "step", "tokens", "loss", "val_loss", "val_ppl", "params"]
-RUN_COLUMNS = ["device", "dtype"]  # what produced the numbers (result.json): dtype="auto" is bf16 only on bf16 hardware
+# what produced the numbers: device and dtype (result.json), the CPU or GPU (config.json provenance)
+RUN_COLUMNS = ["device", "dtype", "hardware"]
 
 
 @dataclass
@@ -41,6 +43,13 @@ class Config:
     variants: tuple[tuple[str, float, float], ...] = (("uniform", 1.0, 1.0), ("cosine", 1.5, 0.5))
     eval_interval: int = 25         # val points on the curve; each costs eval_batches forward passes
     log_interval: int = 5
+    # Fixed, not the preset's "auto" (bf16 only on CPUs with native bf16): the committed numbers must not
+    # depend on the CPU kind (issue 14 s3; figures/README.md measures how far they move). One thread per run
+    # and both runs at once (jobs=2): on 2 cores ~1.4x faster than one after another with 2 threads each,
+    # and the thread count, which changes float results, is the same on every machine.
+    dtype: str = "fp32"
+    threads: int = 1
+    jobs: int = 2
     # Step checkpoints every 20 steps: analyses/novelty_over_training probes these same runs over training.
     overrides: dict[str, Any] = field(  # extra TrainConfig fields, same for every run
         default_factory=lambda: {"ckpt_interval": 20, "keep_step_checkpoints": True})
@@ -51,7 +60,8 @@ def run_dirs(cfg: Config) -> list[Path]:
     from interp.training.experiments import slug
 
     root = resolve_root(cfg.out_root)
-    return [root / slug(f"{cfg.preset}-{s}-{a}-{b}-seed{cfg.seed}-steps{cfg.steps}") for s, a, b in cfg.variants]
+    return [root / slug(f"{cfg.preset}-{s}-{a}-{b}-seed{cfg.seed}-steps{cfg.steps}-{cfg.dtype}")
+            for s, a, b in cfg.variants]
 
 
 def train_configs(cfg: Config) -> list:
@@ -65,20 +75,28 @@ def train_configs(cfg: Config) -> list:
     return [TrainConfig.from_preset(cfg.preset, steps=cfg.steps, seed=cfg.seed,
                                     width=WidthSpec(schedule=schedule, start=start, end=end),
                                     eval_interval=cfg.eval_interval, log_interval=cfg.log_interval,
-                                    out_dir=str(out_dir), resume=True, **cfg.overrides)
+                                    dtype=cfg.dtype, threads=cfg.threads, out_dir=str(out_dir), resume=True,
+                                    **cfg.overrides)
             for (schedule, start, end), out_dir in zip(cfg.variants, run_dirs(cfg), strict=True)]
 
 
-def train_runs(cfg: Config) -> list[Path]:
-    """Train (or reuse) one run per variant, in order; returns their run directories."""
-    from interp.training import Trainer
+def train_runs(cfg: Config, name: str = NAME) -> list[Path]:
+    """Train (or reuse) one run per variant, cfg.jobs at a time; returns their run directories.
 
-    for train_cfg in train_configs(cfg):
-        print(f"[{NAME}] {train_cfg.width.label}: {train_cfg.out_dir}", flush=True)
-        result = Trainer(train_cfg).run()
+    name: the analysis asking (its recompute command is the advice when a run stops early)."""
+    from interp.training.results import is_done
+    from interp.training.workers import train_in_processes
+
+    configs = [c for c in train_configs(cfg) if not is_done(Path(c.out_dir), c)]
+    for train_cfg in configs:
+        print(f"[{name}] {train_cfg.width.label}: {train_cfg.out_dir}", flush=True)
+    for train_cfg, outcome in zip(configs, train_in_processes(configs, cfg.jobs), strict=True):
+        result = outcome.result if outcome is not None else {"reason": "not started"}
+        if result is None:
+            raise RuntimeError(f"run {train_cfg.out_dir} failed: {outcome.error}\n{outcome.traceback or ''}")
         if result.get("status") != "done":
             raise RuntimeError(f"run {train_cfg.out_dir} stopped early ({result.get('reason')}); "
-                               f"`{recompute_command(NAME)}` resumes it")
+                               f"`{recompute_command(name)}` resumes it")
     return run_dirs(cfg)
 
 
@@ -107,8 +125,9 @@ def read_run(run_dir: Path) -> pd.DataFrame:
     df["run"] = run_dir.name
     df["label"] = label
     df["params"] = result.get("params")
-    for column in RUN_COLUMNS:
+    for column in ("device", "dtype"):
         df[column] = result.get(column)
+    df["hardware"] = hardware_label(config)
     return df
 
 

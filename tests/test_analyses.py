@@ -141,36 +141,25 @@ def test_run_dirs_differ_per_variant_and_encode_seed_and_steps(tmp_path):
 
 
 def test_train_runs_pass_the_same_seed_steps_and_data(tmp_path, monkeypatch):
-    """compute() end to end with a stand-in Trainer that writes a run directory instead of training."""
+    """compute() end to end with a stand-in for the training processes that writes run directories."""
+    from interp.training import workers
+
     calls = []
 
-    class FakeConfig:
-        def __init__(self, **kw):
-            self.__dict__.update(kw)
+    def fake_train(configs, jobs, data=None, on_start=None, on_end=None):
+        calls.append((list(configs), jobs))
+        for c in configs:
+            write_run(Path(c.out_dir), c.width.label, 4242, 5.0 if c.width.label == "uniform" else 4.9)
+        return [workers.Outcome({"status": "done"}, 0.0) for _ in configs]
 
-        @classmethod
-        def from_preset(cls, preset, **overrides):
-            calls.append({"preset": preset, **overrides})
-            return cls(preset=preset, **overrides)
-
-    class FakeTrainer:
-        def __init__(self, cfg):
-            self.cfg = cfg
-
-        def run(self):
-            label = self.cfg.width.label
-            write_run(Path(self.cfg.out_dir), label, 4242, 5.0 if label == "uniform" else 4.9)
-            return {"status": "done"}
-
-    fake = types.ModuleType("interp.training")
-    fake.TrainConfig, fake.Trainer = FakeConfig, FakeTrainer
-    monkeypatch.setitem(sys.modules, "interp.training", fake)
+    monkeypatch.setattr(workers, "train_in_processes", fake_train)
     cfg = train_comparison.Config(out_root=str(tmp_path / "runs"), steps=30, seed=5)
     train_comparison.compute(cfg, tmp_path / "figures")
-    assert [c["preset"] for c in calls] == ["tiny", "tiny"]
-    assert all(c["seed"] == 5 and c["steps"] == 30 for c in calls)
-    assert [c["width"].label for c in calls] == ["uniform", "cosine 1.5->0.5"]
-    assert all(c["resume"] for c in calls)  # an interrupted `make figures` continues
+    (configs, jobs), = calls
+    assert jobs == 2 and [c.preset for c in configs] == ["tiny", "tiny"]
+    assert all(c.seed == 5 and c.steps == 30 and c.dtype == "fp32" and c.threads == 1 for c in configs)
+    assert [c.width.label for c in configs] == ["uniform", "cosine 1.5->0.5"]
+    assert all(c.resume for c in configs)  # an interrupted `make figures` continues
     df = pd.read_csv(tmp_path / "figures" / train_comparison.TABLE)
     assert set(df["label"]) == {"uniform", "cosine 1.5->0.5"} and set(df["params"]) == {4242}
 

@@ -72,7 +72,7 @@ def is_done(run_dir: Path, cfg: TrainConfig) -> bool:
 
 RUN_COLUMNS = ["experiment", "variant", "label", "seed", "status", "schedule", "start", "end", "profile",
                "widths", "params", "steps", "tokens", "val_loss", "val_ppl", "train_loss", "elapsed_s",
-               "tokens_per_s", "device", "dtype", "world_size", "preset", "source", "tokenizer", "tokenizer_hash",
+               "tokens_per_s", "device", "dtype", "hardware", "world_size", "preset", "source", "tokenizer", "tokenizer_hash",
                "source_hash", "versions", "git_commit", "run_dir", "error"]
 
 
@@ -115,12 +115,24 @@ def read_run(run_dir: Path) -> dict:
         "val_loss": result.get("val_loss"), "val_ppl": result.get("val_ppl"),
         "train_loss": result.get("train_loss"), "elapsed_s": result.get("elapsed_s"),
         "tokens_per_s": result.get("tokens_per_s"), "device": result.get("device"), "dtype": result.get("dtype"),
+        "hardware": hardware_label(config),
         "world_size": result.get("world_size"), "preset": train.get("preset"), "source": data.get("source"),
         "tokenizer": data.get("tokenizer"), "tokenizer_hash": data.get("tokenizer_hash"),
         "source_hash": data.get("source_hash"),
         "versions": ";".join(f"{k}={v}" for k, v in packages.items()) or None,
         "git_commit": config.get("provenance", {}).get("git_commit"), "run_dir": str(run_dir), "error": error,
     }
+
+
+def hardware_label(config: dict) -> str | None:
+    """What a run started on, from its config.json provenance: the CUDA device, else the CPU model, cores and
+    native bf16 (fp32 and bf16 numbers differ between CPU kinds); None for runs saved before it was recorded."""
+    hw = (config.get("provenance") or {}).get("hardware") if isinstance(config, dict) else None
+    if not isinstance(hw, dict):
+        return None
+    if hw.get("cuda"):
+        return str(hw["cuda"])
+    return f"{hw.get('cpu')} ({hw.get('cores')} cores{', bf16 native' if hw.get('bf16_native') else ''})"
 
 
 def _object(doc: dict, key: str, run_dir: Path) -> dict:
