@@ -48,7 +48,7 @@ for _key, _value in OFFLINE_ENV.items():  # nothing a benchmark does may wait on
 RESULTS_HEADER = """# Benchmark results
 
 Each section below is written by one script in `benchmarks/` (`python benchmarks/run_all.py --write`
-rewrites all of them, about 15 minutes on 2 quiet cores; `python benchmarks/bench_X.py --write` only
+rewrites all of them, about 20 minutes on 2 quiet cores; `python benchmarks/bench_X.py --write` only
 its own; without `--write` they only print). Every section records the command, the date, the load
 average before and after, the torch version and the thread count.
 Ratios come from variants run side by side in one process (interleaved repetitions, ABBA order);

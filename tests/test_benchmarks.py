@@ -114,6 +114,13 @@ def test_tensor_bytes_counts_shared_storage_once():
 
 # ------------------------------------------------------------------------------------ subprocesses
 
+def test_bench_jobs_quick():
+    from benchmarks import bench_jobs
+
+    text = bench_jobs.main(["--quick", "--threads", "2"])
+    _assert_complete(text, "one after another (jobs=1) vs at once (jobs=2)", "in-run tokens/s")
+
+
 @pytest.mark.integration
 def test_run_worker_parses_result_and_reports_failures(tmp_path):
     ok = tmp_path / "ok.py"
