@@ -51,6 +51,7 @@ import pandas as pd
 
 from analyses import outputs, read_table, resolve_root
 from analyses.group_ablation import (
+    JOBS_HELP,
     NAME_HELP,
     ONLY_HELP,
     PRESET_HELP,
@@ -101,6 +102,7 @@ class Config:
     name: str | None = option(None, NAME_HELP, parse=path_component)  # default "architectures-<preset>[-full]"
     # subset of width-variant names ("uniform", "cosine-1.5-0.5")
     only: tuple[str, ...] = option((), ONLY_HELP, metavar="VARIANT[,VARIANT]")
+    jobs: int = option(1, JOBS_HELP)
     # TrainConfig fields shared by every run; they win over CPU_BUDGETS (e.g. {"n_ctx": 256, "threads": 2}).
     overrides: dict[str, Any] = option(help="TrainConfig fields shared by every run (--set FIELD=JSON)",
                                        default_factory=dict, cli=False)
@@ -275,7 +277,7 @@ def compute(cfg: Config, figures_dir: Path, data=None, train: bool = True):
     from interp.training.experiments import ExperimentFailed, run_experiment
 
     exp = experiment(cfg)
-    report = run_experiment(exp, data=data) if train else None
+    report = run_experiment(exp, data=data, jobs=cfg.jobs) if train else None
     runs, summary = tables(exp)
     write_experiment_tables(runs, summary, figures_dir, RUNS_TABLE, TABLE, cfg, NAME)
     if report is not None and report.failed:

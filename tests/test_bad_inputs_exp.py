@@ -35,6 +35,11 @@ def corpus(tmp: Path) -> None:
     write_corpus(tmp / "corpus", n_docs=24, sentences=40, sentence_len=8)
 
 
+for name, argv in EXPERIMENTS.items():  # --jobs: runs trained at once (interp.training.workers)
+    Case(f"exp-jobs-zero-{name}", item="new", argv=[*argv, "--jobs", "0"],
+         message=r"--jobs must be >= 1 \(runs trained at once\), got 0")
+
+
 # --- item 6: mixer options are checked against the mixer's declared options -----------------------------------
 for name, argv in EXPERIMENTS.items():
     Case(f"exp-mixer-options-attention-{name}", item="6", argv=[*argv, "--set", 'mixer_options={"bogus": 1}'],

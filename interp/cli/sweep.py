@@ -46,6 +46,8 @@ def config_from_args(module: ModuleType, args: argparse.Namespace, command: str)
     cfg = dataclass_from_args(module.Config, args, overrides=parse_train_overrides(args.set, command))
     if cfg.seeds < 1:
         raise SystemExit(f"{command}: --seeds must be >= 1, got {cfg.seeds}")
+    if getattr(cfg, "jobs", 1) < 1:
+        raise SystemExit(f"{command}: --jobs must be >= 1 (runs trained at once), got {cfg.jobs}")
     return cfg
 
 
