@@ -100,3 +100,31 @@ def test_cli_flags(tmp_path):
     cfg = config_from_args(args)
     assert (cfg.lr_schedule, cfg.cooldowns, cfg.cooldown_fraction) == ("wsd", (4, 6), 0.25)
     assert TrainConfig.from_dict(cfg.to_dict()) == cfg  # stored as a list, read back as a tuple
+
+
+@pytest.mark.integration  # one torchrun launch of 2 gloo ranks (~10 s)
+def test_branches_under_ddp_match_one_process(env, tmp_path):
+    """`torchrun --nproc_per_node=2` with --cooldowns: both ranks take the branch together (no rank waits in a
+    collective), rank 0 writes it, and it matches the one-process branch to float reduction order."""
+    import json
+    import subprocess
+
+    from tests.test_train import PYTHON, REPO_ROOT, cli_args, free_port
+
+    corpus, environ, _ = env
+    out = tmp_path / "ddp"
+    cmd = [PYTHON, "-m", "torch.distributed.run", "--nproc_per_node=2", "--nnodes=1", "--master_addr=127.0.0.1",
+           f"--master_port={free_port()}", "-m", "interp.cli.train",
+           *cli_args(corpus, out, "--steps", "12", "--warmup-steps", "2", "--lr-schedule", "wsd",
+                     "--cooldown-fraction", "0.5", "--cooldowns", "6", "--set", "eval_interval=6")]
+    proc = subprocess.run(cmd, cwd=REPO_ROOT, env=environ, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    result = json.loads((out / RESULT_FILE).read_text())
+    assert result["world_size"] == 2 and [c["step"] for c in result["cooldowns"]] == [6]
+    single = run(env, micro(env, tmp_path / "single", cooldowns=(6,), **{**WSD, "eval_interval": 6}))
+    ddp_branch, one_branch = cooldown.branch_result(out, 6), cooldown.branch_result(tmp_path / "single", 6)
+    assert ddp_branch["val_loss"] == pytest.approx(one_branch["val_loss"], abs=1e-4)
+    wd, ws = weights(cooldown.branch_dir(out, 6)), weights(cooldown.branch_dir(tmp_path / "single", 6))
+    for name in ws:
+        torch.testing.assert_close(wd[name], ws[name], rtol=0, atol=1e-5)
+    assert result["val_loss"] == pytest.approx(single["val_loss"], abs=1e-4)  # the main run went on alike
