@@ -69,8 +69,8 @@ ROOT_HELP = "run root; runs go to ROOT/NAME/<variant>/seed<k>/ (relative: to the
 NAME_HELP = "experiment directory under --root (default: <kind>-<preset>)"
 ONLY_HELP = "train only these variants (e.g. to split the runs over machines); see --dry-run for names"
 OVERRIDES_HELP = "TrainConfig fields shared by every run (--set FIELD=JSON)"
-JOBS_HELP = ("runs trained at once, one process each with cores/jobs threads (2 on a 2-core CPU: ~1.4x the "
-             "throughput of 1; the same numbers at a fixed --set threads)")
+JOBS_HELP = ("runs trained at once, one process each with cores/jobs threads (2 on a 2-core CPU: 1.26x the "
+             "throughput of 1 for tiny, benchmarks/RESULTS.md; the same numbers only at a fixed --set threads)")
 
 
 @dataclass

@@ -14,15 +14,13 @@ batch (its table lives under runs/figures/batch.parquet).
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from analyses import outputs, read_table, recompute_command, write_table
-from analyses import train_comparison
+from analyses import outputs, read_table, train_comparison, write_table
 from interp._util.paths import REPO_ROOT
 from interp.probes.config import ProbeConfig
 

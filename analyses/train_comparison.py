@@ -32,10 +32,9 @@ RUN_COLUMNS = ["device", "dtype", "hardware"]
 @dataclass
 class Config:
     preset: str = "tiny"
-    # 160 steps x 8 x 256 = 328k tokens per run. The tiny model (10.5M params, SwiGLU, untied embeddings)
-    # costs ~53 MFLOP per training token; at the ~140 GFLOP/s measured for a similar shape on 2 idle
-    # cores that is ~2,600 tokens/s, ~2.1 min per run with evals, ~4.5 min for both (estimate: the
-    # shared machine this was written on was too loaded to time it). The preset's 300 steps: ~8 min.
+    # 160 steps x 8 x 256 = 328k tokens per run (10.5M params, SwiGLU, untied embeddings). Measured on Intel:
+    # fp32, 1 thread each, both at once: ~1,250 tokens/s per run in steady state (bench_jobs), so ~4.5 min
+    # for both with evals and checkpoints quiet; 357 s beside another training job.
     steps: int = 160
     seed: int = 0
     out_root: str = "runs/figures"  # relative paths resolve against the repo root
@@ -45,7 +44,7 @@ class Config:
     log_interval: int = 5
     # Fixed, not the preset's "auto" (bf16 only on CPUs with native bf16): the committed numbers must not
     # depend on the CPU kind (issue 14 s3; figures/README.md measures how far they move). One thread per run
-    # and both runs at once (jobs=2): on 2 cores ~1.4x faster than one after another with 2 threads each,
+    # and both runs at once (jobs=2): on 2 cores 1.26x faster than one after another with 2 threads each (bench_jobs),
     # and the thread count, which changes float results, is the same on every machine.
     dtype: str = "fp32"
     threads: int = 1

@@ -1,8 +1,9 @@
 """Several single-process training runs at once, one child process each, so a CPU's cores are all busy.
 
-Why processes: on these 2-core CPUs two 1-thread runs side by side train 1.47x the tokens per second of one
-2-thread run (small matmuls do not scale over threads; benchmarks/RESULTS.md), and torch intra-op threads
-cannot be split between runs in one process. A child runs exactly the Trainer a sequential runner would, with
+Why processes: on these 2-core CPUs two 1-thread runs of the tiny shape side by side train 1.26x the tokens
+per second of two 2-thread runs one after another (1.18x in steady state; smaller shapes gain more: small matmuls
+do not scale over threads; benchmarks/RESULTS.md, bench_jobs), and torch intra-op threads cannot be split
+between runs in one process. A child runs exactly the Trainer a sequential runner would, with
 threads = cfg.threads or cores // jobs, so a run's numbers do not depend on how many ran beside it (tested:
 bit-identical weights). It is spawned (not forked: torch's thread pools do not survive a fork) and sends one
 outcome back through a pipe.
