@@ -67,6 +67,7 @@ class Config:
     source: str = option("english", "training corpus (interp.data): the largest clean offline one")
     dtype: str = option("fp32", "fp32: the same numbers on either CPU kind (bf16 moves a run by up to 4%)")
     threads: int = option(1, "torch threads per run (two 1-thread processes beat one 2-thread one)")
+    jobs: int = option(2, "runs trained at once, one process each (run_experiment jobs; 2 = one per core here)")
     eval_batches: int = option(16, "validation batches of 8 x 256 tokens per evaluation")
     eval_interval: int = option(128, "steps between validation passes of the main run (the loss curves)")
     check_steps: int = option(512, "length of the own-schedule (cosine) check pair; 0 skips it")
@@ -216,7 +217,7 @@ def compute(cfg: Config, figures_dir: Path, data=None, train: bool = True) -> pd
     if train:  # the check pair first: two short runs, so the schedule check is there early
         checks = [check_experiment(cfg)] if cfg.check_steps and cfg.check_arch in cfg.archs else []
         for exp in checks + [experiment(cfg, arch) for arch in cfg.archs]:
-            report = run_experiment(exp, data=data)
+            report = run_experiment(exp, data=data, jobs=cfg.jobs)
             failed += [report] if report.failed else []
     runs, curve_parts = [], []
     for arch in ARCHS:

@@ -12,7 +12,8 @@ from interp.training import cooldown
 
 def micro_config(env, root) -> gvt.Config:
     return gvt.Config(preset="micro", seeds=2, lengths=(8, 12, 16), d_model=32, n_heads=2, d_ff=64,
-                      source=str(env[0]), eval_batches=2, eval_interval=4, check_steps=8, root=str(root))
+                      source=str(env[0]), eval_batches=2, eval_interval=4, check_steps=8, root=str(root),
+                      jobs=1)  # in-process: the at-once path is tests/test_workers.py's
 
 
 def test_compute_tables_and_render(env, tmp_path):
