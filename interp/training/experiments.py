@@ -59,10 +59,10 @@ from interp.training.results import (
     _read,
     is_done,
 )
-from interp.training.workers import Outcome, train_in_processes
 
-if TYPE_CHECKING:  # imported lazily at run time: the Trainer and the data load torch
+if TYPE_CHECKING:  # imported lazily at run time: the Trainer, the data and the workers load torch
     from interp.data import TokenData
+    from interp.training.workers import Outcome
 
 # Paper Table 1: the five start->end pairs (each sums to 2, so the mean width is the baseline's).
 SWEEP_SCHEDULES = ("cosine", "linear", "sigmoid")
@@ -375,6 +375,7 @@ def _train_runs(exp: Experiment, configs: list[tuple[Variant, int, TrainConfig]]
                 get_data: _DataCache, say: Callable[[str], None], main: bool) -> Report:
     """run_experiment's loop: skip the finished runs, train the others, stop at an interrupt."""
     from interp.training.trainer import Trainer
+    from interp.training.workers import Outcome
 
     statuses: list[RunStatus] = []
     stop = False
@@ -438,6 +439,8 @@ def _record(exp: Experiment, v: Variant, seed: int, run_dir: Path, outcome: Outc
 def _train_runs_at_once(exp: Experiment, configs: list[tuple[Variant, int, TrainConfig]], params: int | None,
                         data: TokenData | None, say: Callable[[str], None], jobs: int) -> Report:
     """_train_runs with `jobs` runs at a time in child processes; the same statuses, in the same order."""
+    from interp.training.workers import train_in_processes
+
     statuses: dict[int, RunStatus] = {}
     todo: list[int] = []
     for i, (v, seed, cfg) in enumerate(configs):

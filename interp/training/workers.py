@@ -18,15 +18,15 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import signal
-import threading
 import time
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection, wait
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from interp.training.config import TrainConfig
+from interp.training.runtime import StopFlag
 
 if TYPE_CHECKING:
     from interp.data import TokenData
@@ -61,29 +61,22 @@ def _child(cfg: TrainConfig, data: TokenData | None, conn: Connection) -> None:
         conn.close()
 
 
-class _ParentStop:
+class _ParentStop(StopFlag):
     """SIGINT/SIGTERM in the parent: stop starting runs and pass SIGTERM on to the running children."""
 
     def __init__(self) -> None:
-        self.stopped = False
+        super().__init__()
         self.children: list[mp.process.BaseProcess] = []
-        self._previous: dict[int, Any] = {}
+
+    @property
+    def stopped(self) -> bool:
+        return self.signal is not None
 
     def _handle(self, signum, frame) -> None:
-        self.stopped = True
+        self.signal = signal.Signals(signum).name
         for proc in self.children:
             if proc.is_alive() and proc.pid is not None:
                 os.kill(proc.pid, signal.SIGTERM)
-
-    def __enter__(self) -> _ParentStop:
-        if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                self._previous[sig] = signal.signal(sig, self._handle)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        for sig, handler in self._previous.items():
-            signal.signal(sig, handler)
 
 
 def train_in_processes(configs: Sequence[TrainConfig], jobs: int, data: TokenData | None = None,
