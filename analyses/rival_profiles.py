@@ -27,9 +27,8 @@ in figures/rival_profiles_runs.csv, with device, dtype and the hardware each run
 fp32 by default (--dtype): a committed training study must not depend on the CPU kind it ran on
 (dtype="auto" is bf16 only where the CPU has native bf16, and bf16 numbers differ between CPU kinds).
 Steps default to the preset's (tiny: 250 x 8 x 256 = 512k tokens per run, the group ablation's and the
-sweep's regime). Cost, estimated, not measured: ~2,500 tokens/s for tiny in fp32 on 2 quiet cores
-(benchmarks/RESULTS.md: 2,564 uniform, 2,486 cosine) is ~3.4 min per run; figures/README.md measured ~190 s
-per 160 fp32 steps with jobs beside it, ~5 min per 250; so 25 runs take ~1.5-2 h on a CPU. Not run yet.
+sweep's regime). Cost, measured (2026-12-01, Intel, 2 cores): ~7 min per run in fp32 with 1 thread, two runs at
+once (`--jobs 2 --set threads=1`, ~1,050-1,230 tokens/s each), so 25 runs take ~1.5 h. 12 of 25 are committed.
 Runs: runs/rivals-<preset>/<variant>/seed<k>/.
 """
 
