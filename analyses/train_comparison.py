@@ -67,6 +67,7 @@ def train_configs(cfg: Config) -> list:
     """One interp.training.TrainConfig per variant: same preset, seed, data and steps; only `width` differs.
 
     resume=True so an interrupted `make figures` continues where it stopped; a finished run is a no-op.
+    `overrides` win over the Config's dtype and threads (a test sets threads).
     """
     from interp.schedules import WidthSpec
     from interp.training import TrainConfig
@@ -74,8 +75,8 @@ def train_configs(cfg: Config) -> list:
     return [TrainConfig.from_preset(cfg.preset, steps=cfg.steps, seed=cfg.seed,
                                     width=WidthSpec(schedule=schedule, start=start, end=end),
                                     eval_interval=cfg.eval_interval, log_interval=cfg.log_interval,
-                                    dtype=cfg.dtype, threads=cfg.threads, out_dir=str(out_dir), resume=True,
-                                    **cfg.overrides)
+                                    out_dir=str(out_dir), resume=True,
+                                    **{"dtype": cfg.dtype, "threads": cfg.threads, **cfg.overrides})
             for (schedule, start, end), out_dir in zip(cfg.variants, run_dirs(cfg), strict=True)]
 
 
