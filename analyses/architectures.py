@@ -59,6 +59,7 @@ from analyses.group_ablation import (
     SEEDS_HELP,
     experiment_files,
     fit_warmup,
+    train_and_record,
     write_experiment_tables,
 )
 from interp._util.config import json_object, option, path_component
@@ -274,10 +275,9 @@ def compute(cfg: Config, figures_dir: Path, data=None, train: bool = True):
     Returns (report or None, summary); raises interp.training.experiments.ExperimentFailed after writing
     if any run failed.
     """
-    from interp.training.experiments import ExperimentFailed, run_experiment
+    from interp.training.experiments import ExperimentFailed
 
-    exp = experiment(cfg)
-    report = run_experiment(exp, data=data, jobs=cfg.jobs) if train else None
+    exp, report = train_and_record(experiment(cfg), cfg, figures_dir, train, data)
     runs, summary = tables(exp)
     write_experiment_tables(runs, summary, figures_dir, RUNS_TABLE, TABLE, cfg, NAME)
     if report is not None and report.failed:

@@ -35,6 +35,7 @@ The paper's 440M runs see ~10^4 x more tokens: compare the direction of the effe
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -135,19 +136,44 @@ def paired_vs(summary: pd.DataFrame, runs: pd.DataFrame, baseline: str, suffix: 
                          on="variant", how="left")
 
 
+RECORDS_DIR = "records"  # <figures>/records/<experiment>/<variant>/seed<k>/: committed run records
+
+
+def with_records(exp, figures_dir: str | Path):
+    """`exp` keeping its run records beside the tables (figures_dir/records/<experiment>/), unless it has its own:
+    a finished run's config.json and result.json, committed, so that the experiment continues on a machine
+    without its runs/ (interp.training.experiments, "Run records")."""
+    if exp.records is not None:
+        return exp
+    return dataclasses.replace(exp, records=Path(figures_dir) / RECORDS_DIR / exp.name)
+
+
+def train_and_record(exp, cfg: Any, figures_dir: Path, train: bool = True, data=None):
+    """(exp with its records, Report or None): train the runs neither finished nor recorded (unless train=False,
+    with cfg.jobs at once), then record every run finished in its directory. Shared with architectures."""
+    from interp.training.experiments import run_experiment
+    from interp.training.results import save_records
+
+    exp = with_records(exp, figures_dir)
+    report = run_experiment(exp, data=data, jobs=getattr(cfg, "jobs", 1)) if train else None
+    save_records(exp)
+    return exp, report
+
+
 def compute_tables(exp, cfg: Any, figures_dir: Path, name: str, table: str, runs_table: str,
                    paper: dict[str, float] | None, train: bool = True, data=None,
                    vs: dict[str, str] | None = None):
-    """Train what is missing (unless train=False), rebuild both tables from the run directories, write them.
+    """Train what is missing (unless train=False), rebuild both tables from the run directories and records,
+    write them and the records of the runs finished now (with_records).
 
     paper: the paper's perplexity per variant (None: no paper columns); vs: more baselines to pair with,
     {variant: column suffix} (paired_vs).
     Returns (report or None, summary). Raises ExperimentFailed after writing if any run failed.
     """
-    from interp.training.experiments import ExperimentFailed, run_experiment
+    from interp.training.experiments import ExperimentFailed
     from interp.training.results import experiment_runs, summarize
 
-    report = run_experiment(exp, data=data, jobs=getattr(cfg, "jobs", 1)) if train else None
+    exp, report = train_and_record(exp, cfg, figures_dir, train, data)
     runs = experiment_runs(exp)
     order = [v.name for v in exp.variants]
     summary = summarize(runs, order=order)

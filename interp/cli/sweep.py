@@ -83,12 +83,13 @@ def run_analysis(module: ModuleType, args: argparse.Namespace, command: str,
     render the figure; return the exit status. `show` prints the summary table; `plan_note(cfg)` adds a
     line to --dry-run."""
     from analyses import read_table
+    from analyses.group_ablation import with_records
     from interp._util.dist import Distributed
     from interp.training.experiments import ExperimentFailed, describe, run_experiment
 
     cfg = config_from_args(module, args, command)
     # a bad preset, field, variant name or option raises ValueError naming the fix: interp.cli.main prints it
-    exp = module.experiment(cfg)
+    exp = with_records(module.experiment(cfg), args.figures_dir)  # every rank skips the same recorded runs
     if args.dry_run:
         print(describe(exp))
         if plan_note is not None:

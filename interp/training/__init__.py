@@ -61,6 +61,8 @@ _EXPORTS = {
     'find_run_dirs': 'results',
     'read_run': 'results',
     'collect': 'results',
+    'finished_dir': 'results',
+    'save_records': 'results',
     'experiment_runs': 'results',
     'ExperimentFailed': 'experiments',
     'summarize': 'results',

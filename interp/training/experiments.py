@@ -15,6 +15,13 @@ retries failed ones; the summary tables are rebuilt from the directories (interp
 collect, experiment_runs, summarize), so a table can never disagree with the runs it describes, and runs
 from several machines can be merged by copying directories.
 
+Run records (`Experiment.records`): runs/ holds gigabytes of weights and is never committed, so a fresh
+machine would retrain everything. A record is a finished run's config.json and result.json, a few KB,
+copied to <records>/<variant>/seed<k>/ (results.save_records; the analyses keep them under
+figures/records/<experiment>/ and commit them). A run whose record holds a finished run of the same config
+(config_diff, as for a run directory) counts as done: it is skipped and its row comes from the record,
+with the hardware it was trained on. Its weights are not there: anything that needs them retrains it.
+
 Runs go seed-major (every variant of seed 0, then seed 1, ...), so an experiment stopped half-way
 already holds complete paired comparisons. A run that raises writes its traceback to error.txt and
 the others go on (the token data is prepared outside that net: a missing or bad corpus would fail every
@@ -57,7 +64,8 @@ from interp.training.results import (
     SEED_DIR,
     SKIPPED,
     _read,
-    is_done,
+    finished_dir,
+    trained_on,
 )
 
 if TYPE_CHECKING:  # imported lazily at run time: the Trainer, the data and the workers load torch
@@ -176,6 +184,7 @@ class Experiment:
     root: str | Path = "runs"
     overrides: dict = field(default_factory=dict)
     equal_params_within: tuple[str, ...] = ()
+    records: str | Path | None = None           # committed run records (module docstring); None: none
 
     def __post_init__(self) -> None:
         if not self.variants or not self.seeds:
@@ -206,6 +215,9 @@ class Experiment:
 
     def run_dir(self, v: Variant, seed: int) -> Path:
         return self.dir / v.name / f"seed{seed}"
+
+    def record_dir(self, v: Variant, seed: int) -> Path | None:
+        return None if self.records is None else Path(self.records) / v.name / f"seed{seed}"
 
     def configs(self) -> list[tuple[Variant, int, TrainConfig]]:
         """(variant, seed, TrainConfig) per run, seed-major, each validated and set to resume.
@@ -269,7 +281,8 @@ def describe(exp: Experiment) -> str:
     lines = [head]
     width = max(20, *(len(v.name) for v in exp.variants))
     for v, seed, cfg in configs:
-        state = "done" if is_done(Path(cfg.out_dir), cfg) else "to train"
+        found = finished_dir(exp, v, seed, cfg)
+        state = "to train" if found is None else ("done" if found == Path(cfg.out_dir) else "recorded")
         extra = "" if params is not None else f"  {param_counts(cfg.model_config(cfg.vocab_size))['total']:,} params"
         lines.append(f"  {v.name:<{width}} seed{seed}  {state:<8}  widths {cfg.width.widths(cfg.n_layers, cfg.d_ff)}"
                      f"{extra}  {cfg.out_dir}")
@@ -386,7 +399,7 @@ def _train_runs(exp: Experiment, configs: list[tuple[Variant, int, TrainConfig]]
             continue
         if _skip_if_done(exp, i, len(configs), v, seed, cfg, say, main):
             statuses.append(RunStatus(v.name, seed, run_dir, SKIPPED))
-            params = _params_of(run_dir, params)
+            params = _params_of(finished_dir(exp, v, seed, cfg) or run_dir, params)
             continue
         say(f"[{exp.name} {i}/{len(configs)}] {v.name} seed{seed}: training -> {run_dir}")
         t0 = time.perf_counter()
@@ -406,11 +419,13 @@ def _train_runs(exp: Experiment, configs: list[tuple[Variant, int, TrainConfig]]
 def _skip_if_done(exp: Experiment, i: int, n: int, v: Variant, seed: int, cfg: TrainConfig,
                   say: Callable[[str], None], main: bool) -> bool:
     run_dir = Path(cfg.out_dir)
-    if not is_done(run_dir, cfg):
+    found = finished_dir(exp, v, seed, cfg)
+    if found is None:
         return False
-    if main:
+    if main and found == run_dir:
         (run_dir / ERROR_FILE).unlink(missing_ok=True)  # left by a rerun with another config
-    say(f"[{exp.name} {i}/{n}] {v.name} seed{seed}: done already, skipped")
+    where = "" if found == run_dir else f" (recorded in {found}, trained on {trained_on(found)})"
+    say(f"[{exp.name} {i}/{n}] {v.name} seed{seed}: done already{where}, skipped")
     return True
 
 
@@ -462,7 +477,7 @@ def _train_runs_at_once(exp: Experiment, configs: list[tuple[Variant, int, Train
     train_in_processes([configs[i][2] for i in todo], jobs, data, start, end)
     for i, (v, seed, cfg) in enumerate(configs):
         statuses.setdefault(i, RunStatus(v.name, seed, Path(cfg.out_dir), NOT_RUN))
-        params = _params_of(Path(cfg.out_dir), params)
+        params = _params_of(finished_dir(exp, v, seed, cfg) or Path(cfg.out_dir), params)
     return Report(exp.name, params, [statuses[i] for i in range(len(configs))])
 
 

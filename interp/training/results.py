@@ -2,7 +2,7 @@
 
 The run directories are the only state an experiment has (interp.training.experiments writes them), so
 every table is rebuilt from them: `collect(root)` one row per run, `experiment_runs(exp)` the runs of one
-Experiment (stale ones marked), `summarize(runs)` per variant mean and Student-t CI over seeds and the
+Experiment (stale ones marked; runs finished elsewhere read from their committed records, `save_records`), `summarize(runs)` per variant mean and Student-t CI over seeds and the
 difference from the baseline paired by seed. Reads only config.json / result.json / error.txt: instant,
 and safe while runs train.
 
@@ -22,12 +22,12 @@ import numpy as np
 import pandas as pd
 
 from interp._util.errors import InputError
-from interp._util.io import read_json
+from interp._util.io import atomic_write, read_json
 from interp._util.paths import CONFIG_FILE, RESULT_FILE
 from interp.training.config import TrainConfig, config_diff
 
 if TYPE_CHECKING:
-    from interp.training.experiments import Experiment
+    from interp.training.experiments import Experiment, Variant
 
 ERROR_FILE = "error.txt"
 BASELINE = "uniform"
@@ -155,24 +155,67 @@ def collect(root: str | Path) -> pd.DataFrame:
 
 
 def experiment_runs(exp: Experiment) -> pd.DataFrame:
-    """collect(exp.dir) restricted to exp's runs (matched by directory), in exp's variant order, then seed.
+    """One row per run of `exp` that has started (RUN_COLUMNS), in exp's variant order, then seed.
 
     `experiment` and `variant` are exp's name and the variant's full name (for nested names such as
-    "titans/uniform" the directory parts collect() reads would be "titans" and "uniform").
-    A finished run whose stored config differs from what `exp` would train now (e.g. other --steps
-    into the same directory) is marked "stale" so it never enters the statistics of this experiment.
+    "titans/uniform" the directory parts read_run() reads would be "titans" and "uniform").
+    A run not finished in its directory but recorded (exp.records, same config) is read from its record:
+    its `run_dir` is the record's. A finished run whose stored config differs from what `exp` would train
+    now (e.g. other --steps into the same directory) is marked "stale" so it never enters the statistics.
     """
-    df = collect(exp.dir)
-    wanted = {str(exp.run_dir(v, seed)): (v, cfg) for v, seed, cfg in exp.configs()}
-    df = df[df["run_dir"].isin(list(wanted))].copy()
-    df["experiment"] = exp.name
-    df["variant"] = [wanted[d][0].name for d in df["run_dir"]]
-    stale = np.array([status == DONE and not is_done(Path(d), wanted[d][1])
-                      for status, d in zip(df["status"], df["run_dir"])], dtype=bool)
-    df.loc[stale, "status"] = "stale"
+    rows = []
+    for v, seed, cfg in exp.configs():
+        source = finished_dir(exp, v, seed, cfg) or exp.run_dir(v, seed)
+        if not any((source / f).is_file() for f in (CONFIG_FILE, RESULT_FILE, ERROR_FILE)):
+            continue  # not started
+        row = read_run(source)
+        row.update(experiment=exp.name, variant=v.name)
+        if row["status"] == DONE and not is_done(source, cfg):
+            row["status"] = "stale"
+        rows.append(row)
     order = {v.name: i for i, v in enumerate(exp.variants)}
+    df = pd.DataFrame(rows, columns=RUN_COLUMNS)
     return df.sort_values(["variant", "seed"], key=lambda c: c.map(order) if c.name == "variant" else c,
                           ignore_index=True)
+
+
+# ------------------------------------------------------------------------------------------- records
+
+RECORD_FILES = (CONFIG_FILE, RESULT_FILE)  # what a record keeps of a finished run: a few KB, no weights
+
+
+def finished_dir(exp: Experiment, v: Variant, seed: int, cfg: TrainConfig) -> Path | None:
+    """Where the finished run (v, seed) of exactly `cfg` is: its run directory, else its record
+    (exp.records), else None (to train)."""
+    for d in (exp.run_dir(v, seed), exp.record_dir(v, seed)):
+        if d is not None and is_done(d, cfg):
+            return d
+    return None
+
+
+def trained_on(run_dir: Path) -> str | None:
+    """The hardware label of the run in run_dir (a run directory or a record)."""
+    return hardware_label(_read(Path(run_dir) / CONFIG_FILE) or {})
+
+
+def save_records(exp: Experiment) -> list[Path]:
+    """Copy config.json and result.json of every run of `exp` finished in its run directory to its record
+    (exp.records/<variant>/seed<k>/), atomically; a record already equal is left alone. Returns the records
+    written. A run finished only in its record keeps it; a record of another config is replaced by the run
+    finished now (as the tables are)."""
+    written = []
+    if exp.records is None:
+        return written
+    for v, seed, cfg in exp.configs():
+        run_dir, record = exp.run_dir(v, seed), exp.record_dir(v, seed)
+        if not is_done(run_dir, cfg):
+            continue
+        texts = {name: (run_dir / name).read_text() for name in RECORD_FILES}
+        if all((record / n).is_file() and (record / n).read_text() == t for n, t in texts.items()):
+            continue
+        atomic_write(record, {n: (lambda p, t=t: p.write_text(t)) for n, t in texts.items()})
+        written.append(record)
+    return written
 
 
 # ---------------------------------------------------------------------------------------- statistics
@@ -220,4 +263,4 @@ def summarize(runs: pd.DataFrame, baseline: str = BASELINE, order: Sequence[str]
 
 
 __all__ = ["RUN_COLUMNS", "ERROR_FILE", "BASELINE", "is_done", "find_run_dirs", "read_run", "collect",
-           "experiment_runs", "summarize"]
+           "experiment_runs", "summarize", "RECORD_FILES", "finished_dir", "trained_on", "save_records"]
