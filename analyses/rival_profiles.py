@@ -28,7 +28,7 @@ fp32 by default (--dtype): a committed training study must not depend on the CPU
 (dtype="auto" is bf16 only where the CPU has native bf16, and bf16 numbers differ between CPU kinds).
 Steps default to the preset's (tiny: 250 x 8 x 256 = 512k tokens per run, the group ablation's and the
 sweep's regime). Cost, measured: ~7-10 min per run in fp32 with 1 thread, two runs at once
-(`--jobs 2 --set threads=1`; ~1,100-1,230 tokens/s each on the 2-core Intel machine, ~980 on the AMD one), so
+(`--jobs 2 --set threads=1`; ~1,030-1,240 tokens/s each on the 2-core Intel machine, ~980 on the AMD one), so
 25 runs take ~1.5-2 h. All 25 are committed (AMD EPYC, 2026-12-02), with their records under
 figures/records/rivals-tiny/ (a rerun skips them).
 Runs: runs/rivals-<preset>/<variant>/seed<k>/.

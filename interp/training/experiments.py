@@ -397,9 +397,10 @@ def _train_runs(exp: Experiment, configs: list[tuple[Variant, int, TrainConfig]]
         if stop:
             statuses.append(RunStatus(v.name, seed, run_dir, NOT_RUN))
             continue
-        if _skip_if_done(exp, i, len(configs), v, seed, cfg, say, main):
+        found = _skip_if_done(exp, i, len(configs), v, seed, cfg, say, main)
+        if found is not None:
             statuses.append(RunStatus(v.name, seed, run_dir, SKIPPED))
-            params = _params_of(finished_dir(exp, v, seed, cfg) or run_dir, params)
+            params = _params_of(found, params)
             continue
         say(f"[{exp.name} {i}/{len(configs)}] {v.name} seed{seed}: training -> {run_dir}")
         t0 = time.perf_counter()
@@ -417,16 +418,17 @@ def _train_runs(exp: Experiment, configs: list[tuple[Variant, int, TrainConfig]]
 
 
 def _skip_if_done(exp: Experiment, i: int, n: int, v: Variant, seed: int, cfg: TrainConfig,
-                  say: Callable[[str], None], main: bool) -> bool:
+                  say: Callable[[str], None], main: bool) -> Path | None:
+    """Where the run is finished (its directory or its record), saying so; None: it is to train."""
     run_dir = Path(cfg.out_dir)
     found = finished_dir(exp, v, seed, cfg)
     if found is None:
-        return False
+        return None
     if main and found == run_dir:
         (run_dir / ERROR_FILE).unlink(missing_ok=True)  # left by a rerun with another config
     where = "" if found == run_dir else f" (recorded in {found}, trained on {trained_on(found)})"
     say(f"[{exp.name} {i}/{n}] {v.name} seed{seed}: done already{where}, skipped")
-    return True
+    return found
 
 
 def _params_of(run_dir: Path, params: int | None) -> int | None:
@@ -459,7 +461,7 @@ def _train_runs_at_once(exp: Experiment, configs: list[tuple[Variant, int, Train
     statuses: dict[int, RunStatus] = {}
     todo: list[int] = []
     for i, (v, seed, cfg) in enumerate(configs):
-        if _skip_if_done(exp, i + 1, len(configs), v, seed, cfg, say, True):
+        if _skip_if_done(exp, i + 1, len(configs), v, seed, cfg, say, True) is not None:
             statuses[i] = RunStatus(v.name, seed, Path(cfg.out_dir), SKIPPED)
         else:
             todo.append(i)

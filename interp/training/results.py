@@ -2,9 +2,9 @@
 
 The run directories are the only state an experiment has (interp.training.experiments writes them), so
 every table is rebuilt from them: `collect(root)` one row per run, `experiment_runs(exp)` the runs of one
-Experiment (stale ones marked; runs finished elsewhere read from their committed records, `save_records`), `summarize(runs)` per variant mean and Student-t CI over seeds and the
-difference from the baseline paired by seed. Reads only config.json / result.json / error.txt: instant,
-and safe while runs train.
+Experiment (stale ones marked; runs finished elsewhere read from their committed records, `save_records`),
+`summarize(runs)` per variant mean and Student-t CI over seeds and the difference from the baseline paired
+by seed. Reads only config.json / result.json / error.txt: instant, and safe while runs train.
 
 Statistics over seeds use Student-t intervals (interp.stats.mean_ci): with 3 seeds the normal 1.96 would
 understate the interval by a factor of 2.2 (t_{0.975, 2} = 4.303). scipy is not a dependency, so
@@ -18,7 +18,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import numpy as np
 import pandas as pd
 
 from interp._util.errors import InputError
@@ -165,12 +164,13 @@ def experiment_runs(exp: Experiment) -> pd.DataFrame:
     """
     rows = []
     for v, seed, cfg in exp.configs():
-        source = finished_dir(exp, v, seed, cfg) or exp.run_dir(v, seed)
+        found = finished_dir(exp, v, seed, cfg)
+        source = found or exp.run_dir(v, seed)
         if not any((source / f).is_file() for f in (CONFIG_FILE, RESULT_FILE, ERROR_FILE)):
             continue  # not started
         row = read_run(source)
         row.update(experiment=exp.name, variant=v.name)
-        if row["status"] == DONE and not is_done(source, cfg):
+        if row["status"] == DONE and found is None:
             row["status"] = "stale"
         rows.append(row)
     order = {v.name: i for i, v in enumerate(exp.variants)}
