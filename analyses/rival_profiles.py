@@ -36,13 +36,13 @@ Runs: runs/rivals-<preset>/<variant>/seed<k>/.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from analyses import outputs, read_table
 from analyses.group_ablation import (
+    DTYPE_HELP,
     JOBS_HELP,
     NAME_HELP,
     ONLY_HELP,
@@ -71,8 +71,7 @@ class Config:
     seeds: int = option(5, "train seeds 0..N-1 per variant (the issue asks for >= 5)")
     steps: int | None = option(None, STEPS_HELP)  # None = the preset's (tiny: 250 = 512k tokens per run)
     # fp32: the numbers must not depend on the CPU kind (see the module docstring); bf16 on GPUs
-    dtype: str = option("fp32", "training precision of every run: fp32 | bf16 (autocast) | auto (bf16 where "
-                                "native); fp32 keeps the numbers independent of the CPU kind", choices=DTYPES)
+    dtype: str = option("fp32", DTYPE_HELP, choices=DTYPES)
     root: str = option("runs", ROOT_HELP)
     name: str | None = option(None, NAME_HELP, parse=path_component)  # default "rivals-<preset>"
     only: tuple[str, ...] = option((), ONLY_HELP, metavar="VARIANT[,VARIANT]")
@@ -82,11 +81,8 @@ class Config:
 
 def experiment(cfg: Config):
     """The interp.training.experiments.Experiment this config describes (no training): the rivals set, with
-    `dtype` as a shared override."""
-    if cfg.overrides.get("dtype", cfg.dtype) != cfg.dtype:
-        raise ValueError(f"Config.dtype={cfg.dtype!r} and --set dtype={cfg.overrides['dtype']!r} disagree: "
-                         "give the precision once, with --dtype")
-    return build_experiment(dataclasses.replace(cfg, overrides={**cfg.overrides, "dtype": cfg.dtype}), KIND)
+    `dtype` as a shared override (build_experiment)."""
+    return build_experiment(cfg, KIND)
 
 
 def compute(cfg: Config, figures_dir: Path, data=None, train: bool = True):

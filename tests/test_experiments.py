@@ -313,15 +313,22 @@ def test_paper_numbers_are_keyed_by_variant_names():
 
 def test_cli_parses_into_the_analysis_config():
     args = build_parser().parse_args(["ablate", "groups", "--preset", "tiny", "--seeds", "3", "--steps", "40",
-                                      "--only", "uniform,wider-late", "--set", "dtype=bf16"])
+                                      "--only", "uniform,wider-late", "--dtype", "bf16", "--set", "grad_accum=2"])
     cfg = config_from_args(group_ablation, args, "interp ablate groups")
-    assert (cfg.preset, cfg.seeds, cfg.steps, cfg.only, cfg.overrides) == (
-        "tiny", 3, 40, ("uniform", "wider-late"), {"dtype": "bf16"})
+    assert (cfg.preset, cfg.seeds, cfg.steps, cfg.only, cfg.dtype, cfg.overrides) == (
+        "tiny", 3, 40, ("uniform", "wider-late"), "bf16", {"grad_accum": 2})
     exp = group_ablation.experiment(cfg)
     assert exp.name == "groups-tiny" and [v.name for v in exp.variants] == ["uniform", "wider-late"]
-    assert exp.seeds == [0, 1, 2] and exp.overrides == {"dtype": "bf16", "steps": 40}
+    assert exp.seeds == [0, 1, 2] and exp.overrides == {"grad_accum": 2, "dtype": "bf16", "steps": 40}
     sweep = config_from_args(schedule_sweep, build_parser().parse_args(["sweep"]), "interp sweep")
-    assert sweep.seeds == 1 and len(schedule_sweep.experiment(sweep).variants) == 16
+    assert sweep.seeds == 3 and len(schedule_sweep.experiment(sweep).variants) == 16
+    # every training study defaults to fp32 (the same numbers on either CPU kind) and takes the precision once
+    assert schedule_sweep.experiment(sweep).overrides["dtype"] == "fp32"
+    assert group_ablation.experiment(group_ablation.Config()).overrides["dtype"] == "fp32"
+    disagree = config_from_args(group_ablation, build_parser().parse_args(
+        ["ablate", "groups", "--set", "dtype=bf16"]), "interp ablate groups")
+    with pytest.raises(ValueError, match="disagree"):
+        group_ablation.experiment(disagree)
     with pytest.raises(ValueError, match="unknown variant"):
         group_ablation.experiment(group_ablation.Config(only=("wider-sideways",)))
 
