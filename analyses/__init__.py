@@ -47,6 +47,7 @@ ANALYSES: list[str] = [
     "derived_taper",
     "novelty_vs_causal",
     "downstream",
+    "downstream_groups",
     "niah",
     "gain_vs_tokens",
     "rival_profiles",

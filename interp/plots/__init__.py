@@ -50,6 +50,7 @@ _EXPORTS = {
     'group_color': 'ablation',
     'random_summary': 'ablation',
     'plot_capacity_ablation': 'ablation',
+    'plot_downstream_runs': 'downstream',
     'CAUSAL_TITLES': 'causal',
     'plot_novelty_vs_causal': 'causal',
 }

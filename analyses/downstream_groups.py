@@ -1,0 +1,170 @@
+"""The paper's evaluations on the layer-group ablation's checkpoints (issue 12): does wider-early beat uniform on
+the paper's tasks too, or only in held-out perplexity?
+
+    interp ablate groups --preset tiny --seeds 3 --jobs 2 --set threads=1 --figures-dir /tmp/groups-ckpt  # weights
+    interp figures --only downstream_groups --recompute                                 # HEAVY: evaluate them
+
+(The first command trains the runs' weights into runs/groups-tiny/; its `--figures-dir` elsewhere keeps the
+committed records of figures/records/groups-tiny/ out of sight, which would otherwise skip every recorded run,
+and keeps figures/group_ablation.csv as it is. Same config, so the same models up to the CPU kind.)
+
+compute() runs `interp eval` (interp.evals.run_eval: lm-eval 0.4.13 with its own task definitions, our offline
+sets) on the final model of every finished run under Config.runs that still has its weights, into a resumable
+table under runs/ (a rerun evaluates only what is missing), and summarises it per variant over seeds:
+
+- figures/downstream_groups_runs.csv: one row per run x task x metric (value, lm-eval's stderr, n documents, the
+  run's variant, seed and hardware, the data's sha256), plus the run's own validation perplexity (task
+  `training_val`, the held-out split it was validated on while training) so the two can be read side by side;
+- figures/downstream_groups.csv: per variant x task x metric, the mean over seeds with its 95% t-CI, and the
+  difference from the baseline variant paired by seed: mean, t-CI over seeds (model noise) and the documents'
+  stderr of that mean (sqrt(sum over seeds of se_variant^2 + se_baseline^2) / n_pairs; an upper bound, since both
+  models answer the same documents). `resolved` = the t-CI excludes 0 and |difference| > 1.96 x the documents'
+  stderr: a difference neither seed noise nor the choice of documents explains. Perplexities also as a
+  percentage change (rel_pct_*), as in group_ablation.
+
+Any experiment root works (e.g. --set runs=runs/rivals-tiny): the variants are its run directories' names, the
+baseline is Config.baseline. Only runs with weights can be evaluated: runs known from their committed records
+alone (figures/records/) are skipped with a note, so the seeds here can be fewer than group_ablation's.
+Tiny models sit at chance on most tasks; expect only the perplexities (LAMBADA, wiki_heldout, training_val) to
+resolve differences at this scale.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from analyses import outputs, read_table, resolve_root, write_table
+from interp._util.config import option
+
+NAME = "downstream_groups"
+HEAVY = True   # 12 tiny checkpoints x the paper set at --limit 200: ~1-2 min each on 2 quiet cores
+TABLE, RUNS_TABLE, FIGURE = "downstream_groups.csv", "downstream_groups_runs.csv", "downstream_groups.png"
+OUTPUTS = outputs(TABLE, RUNS_TABLE, FIGURE)
+TRAINING_VAL = "training_val"      # the pseudo-task of each run's own validation perplexity (result.json)
+# What the summary keeps: each commonsense task in the paper's metric, the 8-task average, and the perplexities.
+PERPLEXITIES = {"lambada_openai": "perplexity", "wiki_heldout": "word_perplexity", TRAINING_VAL: "val_ppl"}
+RUN_COLUMNS = ("variant", "label", "seed", "task", "metric", "value", "stderr", "n", "limit", "params", "widths",
+               "hardware", "data_sha256", "checkpoint", "model_key")
+
+
+@dataclass
+class Config:
+    runs: str = option("runs/groups-tiny", "experiment root whose finished runs are evaluated (relative: to the "
+                                           "repo root)")
+    baseline: str = option("uniform", "variant every other is paired with, seed by seed")
+    tasks: str = option("paper", "interp eval --tasks")
+    limit: int = option(200, "documents per task (interp eval --limit)")
+    threads: int = option(0, "torch threads (0: torch's default)")
+    out: str = option("runs/eval/downstream_groups.parquet", "the resumable interp eval table (relative: to the "
+                                                             "repo root)")
+
+
+def paper_metrics() -> set[tuple[str, str]]:
+    """The (task, metric) pairs the summary keeps (LAMBADA has two: accuracy and perplexity)."""
+    from interp.evals.tasks import PAPER_AVERAGE, PAPER_METRICS
+
+    return {*PAPER_METRICS.items(), (PAPER_AVERAGE, "acc"), *PERPLEXITIES.items()}
+
+
+def finished_runs(root: Path) -> pd.DataFrame:
+    """The finished runs under root that still have their weights (a note for those that do not)."""
+    from interp._util.paths import WEIGHTS_FILE
+    from interp.training.results import DONE, collect
+
+    runs = collect(root)
+    runs = runs[runs["status"] == DONE]
+    has_weights = runs["run_dir"].map(lambda d: (Path(d) / WEIGHTS_FILE).is_file())
+    for _, row in runs[~has_weights].iterrows():
+        print(f"[{NAME}] skip {row['variant']} seed {row['seed']}: no weights in {row['run_dir']}", flush=True)
+    return runs[has_weights].reset_index(drop=True)
+
+
+def known_order() -> list[str]:
+    """Variant names in the order their experiments define them (uniform, wider-early, -middle, -late, ...)."""
+    from interp.training.experiments import VARIANT_SETS
+
+    return [v.name for make in VARIANT_SETS.values() for v in make()]
+
+
+def run_rows(evals: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
+    """The eval rows of the runs' final models in the summary's metrics, joined with variant and seed, plus one
+    training_val row per run (RUN_COLUMNS)."""
+    keep = paper_metrics()
+    ok = evals[(evals["status"] == "ok") & evals["context_length"].isna()]
+    ok = ok[[pair in keep for pair in zip(ok["task"], ok["metric"])]]
+    by_dir = runs.assign(checkpoint=runs["run_dir"].map(lambda d: str(Path(d).resolve())))
+    ok = ok.assign(checkpoint=ok["checkpoint"].map(lambda c: str(Path(c).resolve())))
+    joined = ok.drop(columns=["label", "hardware"]).merge(
+        by_dir[["checkpoint", "variant", "label", "seed", "params", "widths", "hardware"]], on="checkpoint")
+    val = by_dir.assign(task=TRAINING_VAL, metric="val_ppl", value=by_dir["val_ppl"], stderr=math.nan,
+                        n=math.nan, limit=math.nan, data_sha256=by_dir["source_hash"],
+                        model_key="")
+    both = pd.concat([joined[list(RUN_COLUMNS)], val[list(RUN_COLUMNS)]], ignore_index=True)
+    return both.sort_values(["task", "variant", "seed"], ignore_index=True)
+
+
+def summarize(rows: pd.DataFrame, baseline: str, order: list[str] | None = None, level: float = 0.95
+              ) -> pd.DataFrame:
+    """Per variant x task x metric: mean over seeds [t-CI], and the difference from `baseline` paired by seed
+    [t-CI], the documents' stderr of its mean, its percentage form for perplexities, and `resolved`."""
+    from interp.stats import mean_ci
+
+    names = [n for n in (order or sorted(rows["variant"].unique())) if n in set(rows["variant"])]
+    out = []
+    for (task, metric), group in rows.groupby(["task", "metric"], sort=False):
+        base = group[group["variant"] == baseline].set_index("seed")
+        for name in names:
+            g = group[group["variant"] == name]
+            if g.empty:
+                continue
+            row = {"variant": name, "label": g["label"].iloc[0], "task": task, "metric": metric,
+                   "n_seeds": len(g), "seeds": ",".join(str(s) for s in sorted(g["seed"])),
+                   "n_docs": g["n"].iloc[0], "stderr_mean": g["stderr"].mean()}
+            row["value_mean"], row["value_ci_low"], row["value_ci_high"] = mean_ci(g["value"], level)
+            paired = g.set_index("seed").join(base[["value", "stderr"]], rsuffix="_base", how="inner")
+            k = len(paired)
+            row["n_pairs"] = k
+            d = paired["value"] - paired["value_base"]
+            row["d_mean"], row["d_ci_low"], row["d_ci_high"] = mean_ci(d, level)
+            rel = 100.0 * (paired["value"] / paired["value_base"] - 1.0)
+            row["rel_pct_mean"], row["rel_pct_ci_low"], row["rel_pct_ci_high"] = (
+                mean_ci(rel, level) if metric in PERPLEXITIES.values() else (math.nan,) * 3)
+            se = (paired["stderr"] ** 2 + paired["stderr_base"] ** 2).sum(skipna=False)
+            row["d_doc_stderr"] = math.sqrt(se) / k if k and math.isfinite(se) else math.nan
+            excludes_zero = row["d_ci_low"] > 0 or row["d_ci_high"] < 0
+            beyond_docs = not math.isfinite(row["d_doc_stderr"]) or abs(row["d_mean"]) > 1.96 * row["d_doc_stderr"]
+            row["resolved"] = bool(name != baseline and excludes_zero and beyond_docs)
+            out.append(row)
+    return pd.DataFrame(out)
+
+
+def compute(cfg: Config, figures_dir: Path) -> None:
+    from interp.evals import run_eval
+
+    root = resolve_root(cfg.runs)
+    runs = finished_runs(root) if root.is_dir() else pd.DataFrame()
+    if runs.empty:
+        raise FileNotFoundError(f"{root}: no finished run with weights to evaluate (train them first, e.g. "
+                                "`interp ablate groups --preset tiny --seeds 3 --jobs 2 --set threads=1 --figures-dir "
+                                "/tmp/groups-ckpt`: the module docstring says why that --figures-dir)")
+    result = run_eval(models=list(runs["run_dir"]), tasks=cfg.tasks, limit=cfg.limit, threads=cfg.threads,
+                      out=str(resolve_root(cfg.out)))
+    for model, task, error in result.failed:
+        print(f"[{NAME}] {model} / {task} failed: {error}", flush=True)
+    rows = run_rows(result.table, runs)
+    order = list(dict.fromkeys([cfg.baseline, *known_order(), *sorted(runs["variant"])]))
+    write_table(rows, figures_dir, RUNS_TABLE, cfg, NAME)
+    write_table(summarize(rows, cfg.baseline, order), figures_dir, TABLE, cfg, NAME)
+
+
+def render(figures_dir: Path) -> list[Path]:
+    from interp.plots import save_figure
+    from interp.plots.downstream import plot_downstream_runs
+
+    summary = read_table(figures_dir, TABLE, NAME)
+    rows = read_table(figures_dir, RUNS_TABLE, NAME)
+    return [save_figure(plot_downstream_runs(summary, rows), Path(figures_dir) / FIGURE)]

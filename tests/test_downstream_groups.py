@@ -1,0 +1,83 @@
+"""analyses.downstream_groups: the paper's evaluations on an experiment's checkpoints, summarised per variant over
+seeds and paired with the baseline by seed; the statistics checked by hand, then end to end on micro runs."""
+
+from __future__ import annotations
+
+import math
+import shutil
+
+import pandas as pd
+import pytest
+
+from analyses import downstream_groups as dg
+from interp.training.experiments import Experiment, run_experiment, variant
+from interp.schedules import WidthSpec
+from tests.test_experiments import corpus, micro_overrides  # noqa: F401  (module fixture)
+
+T_975_2 = 4.303   # Student t, 0.975 quantile, 2 degrees of freedom (printed tables)
+
+
+def _rows(values: dict[str, list[float]], stderr: float, task="piqa", metric="acc") -> pd.DataFrame:
+    return pd.DataFrame([{"variant": v, "label": v, "seed": s, "task": task, "metric": metric, "value": x,
+                          "stderr": stderr, "n": 200} for v, xs in values.items() for s, x in enumerate(xs)])
+
+
+def test_summary_pairs_by_seed_with_a_t_interval_and_the_documents_stderr():
+    rows = _rows({"uniform": [0.50, 0.52, 0.51], "wider-early": [0.56, 0.59, 0.57]}, stderr=0.01)
+    s = dg.summarize(rows, "uniform").set_index("variant")
+    d = [0.06, 0.07, 0.06]
+    mean = sum(d) / 3
+    sd = math.sqrt(sum((x - mean) ** 2 for x in d) / 2)
+    assert s.loc["wider-early", "d_mean"] == pytest.approx(mean)
+    assert s.loc["wider-early", "d_ci_high"] - mean == pytest.approx(T_975_2 * sd / math.sqrt(3), rel=1e-3)
+    assert s.loc["wider-early", "d_doc_stderr"] == pytest.approx(math.sqrt(6 * 0.01 ** 2) / 3)
+    assert s.loc["wider-early", "resolved"] and not s.loc["uniform", "resolved"]
+    assert s.loc["uniform", "d_mean"] == 0 and math.isnan(s.loc["wider-early", "rel_pct_mean"])  # accuracy: no %
+    # the same seed differences, but documents so noisy that 200 of them cannot tell: unresolved
+    noisy = dg.summarize(_rows({"uniform": [0.50, 0.52, 0.51], "wider-early": [0.56, 0.59, 0.57]}, stderr=0.06),
+                         "uniform").set_index("variant")
+    assert noisy.loc["wider-early", "d_ci_low"] > 0 and not noisy.loc["wider-early", "resolved"]
+
+
+def test_perplexities_get_a_paired_percentage_and_unpaired_seeds_are_left_out():
+    rows = _rows({"uniform": [400.0, 410.0, 420.0], "wider-late": [440.0, 451.0]}, stderr=math.nan,
+                 task="training_val", metric="val_ppl")
+    s = dg.summarize(rows, "uniform").set_index("variant")
+    assert s.loc["wider-late", "n_pairs"] == 2 and s.loc["wider-late", "n_seeds"] == 2
+    assert s.loc["wider-late", "rel_pct_mean"] == pytest.approx(100 * (440 / 400 + 451 / 410 - 2) / 2)
+    assert math.isnan(s.loc["wider-late", "d_doc_stderr"])   # no stderr (as lm-eval for perplexities)
+    assert s.loc["uniform", "value_mean"] == pytest.approx(410.0)
+
+
+def test_compute_evaluates_every_run_with_weights_then_renders(corpus, tmp_path, capsys):  # noqa: F811
+    folder, _ = corpus
+    exp = Experiment(name="groups-micro", preset="micro", seeds=[0, 1], root=tmp_path / "runs",
+                     variants=[variant(WidthSpec()), variant(WidthSpec("cosine", 1.5, 0.5))],
+                     overrides=micro_overrides(folder))
+    assert not run_experiment(exp).failed
+    gone = exp.run_dir(exp.variants[1], 1) / "model.safetensors"
+    gone.unlink()                                                   # a run known only from its record
+    cfg = dg.Config(runs=str(exp.root / exp.name), baseline="uniform", tasks="piqa,lambada", limit=2, threads=1,
+                    out=str(tmp_path / "eval" / "t.parquet"))
+    figures = tmp_path / "figures"
+    dg.compute(cfg, figures)
+    out = capsys.readouterr().out
+    assert "skip cosine-1.5-0.5 seed 1: no weights" in out
+    # PIQA's requests do not fit micro's 32-token context: that pair fails with the reason, the others go on
+    assert out.count("/ piqa failed: a request with") == 3
+    rows = pd.read_csv(figures / dg.RUNS_TABLE)
+    assert set(zip(rows["task"], rows["metric"])) == {("lambada_openai", "acc"), ("lambada_openai", "perplexity"),
+                                                       ("training_val", "val_ppl")}
+    assert len(rows) == 3 * 3 and set(rows["n"].dropna()) == {2}
+    assert rows["hardware"].str.contains("cores").all()
+    val = rows[rows["task"] == "training_val"].set_index(["variant", "seed"])["value"]
+    result = pd.read_json(exp.run_dir(exp.variants[0], 0) / "result.json", typ="series")
+    assert val[("uniform", 0)] == pytest.approx(result["val_ppl"])
+    summary = pd.read_csv(figures / dg.TABLE)
+    cos = summary[(summary["variant"] == "cosine-1.5-0.5") & (summary["metric"] == "perplexity")].iloc[0]
+    assert cos["n_seeds"] == 1 and cos["n_pairs"] == 1 and cos["seeds"] == "0"
+    assert (figures / "downstream_groups.meta.json").is_file()
+    assert dg.render(figures)[0].read_bytes()[:4] == b"\x89PNG"
+    shutil.rmtree(exp.root)
+    with pytest.raises(FileNotFoundError, match="no finished run with weights"):
+        dg.compute(cfg, figures)
