@@ -4,9 +4,11 @@ published numbers of the pretrained models, and tapered vs uniform checkpoints w
     interp figures --only downstream --recompute      # HEAVY: every model on every task (see Config)
 
 compute() runs `interp eval` (interp.evals.run_eval) over the installed registry models and every run found
-under Config.runs (the group ablation's and the four-mixer comparison's runs, when they have been trained), into
+under Config.runs (by default train_comparison's uniform / cosine pair under runs/figures/, when `make figures` has
+trained it; the committed table holds an earlier 150-step bf16 pair, figures/README.md), into
 a resumable table under runs/ (a rerun evaluates only what is missing), and stores the rows the figure needs in
 figures/downstream.csv, with interp.evals.published's model-card numbers as rows of source "published".
+Experiments of many seeds (the group ablation) are evaluated and summarised per variant by downstream_groups.
 Tiny checkpoints sit near chance on most tasks: read their differences against the stderr bars (about
 sqrt(p(1-p)/n), 0.035 at n = 200), and expect only LAMBADA and the perplexities to move at this scale.
 Ours: SmolLM2-135M-Instruct dequantized from Q4_1 (the card reports the unquantized model) and Gemma-3-270m base
@@ -37,7 +39,8 @@ ACCURACY_TASKS = ("lambada_openai", "piqa", "hellaswag", "winogrande", "arc_easy
 @dataclass
 class Config:
     models: tuple[str, ...] = option(("smollm2-135m", "gemma3-270m"), "registry models (skipped if not installed)")
-    runs: tuple[str, ...] = option(("runs/groups-tiny", "runs/architectures-tiny"),
+    # train_comparison's pair (make figures trains it); multi-seed experiments go through downstream_groups
+    runs: tuple[str, ...] = option(("runs/figures",),
                                    "run roots of our checkpoints (skipped if absent); relative: to the repo root")
     tasks: str = option("paper", "interp eval --tasks")
     limit: int = option(200, "documents per task (interp eval --limit)")

@@ -47,8 +47,11 @@ OUTPUTS = outputs(TABLE, RUNS_TABLE, FIGURE)
 TRAINING_VAL = "training_val"      # the pseudo-task of each run's own validation perplexity (result.json)
 # What the summary keeps: each commonsense task in the paper's metric, the 8-task average, and the perplexities.
 PERPLEXITIES = {"lambada_openai": "perplexity", "wiki_heldout": "word_perplexity", TRAINING_VAL: "val_ppl"}
-RUN_COLUMNS = ("variant", "label", "seed", "task", "metric", "value", "stderr", "n", "limit", "params", "widths",
-               "hardware", "data_sha256", "checkpoint", "model_key")
+RUN_COLUMNS = ("variant", "label", "seed", "task", "metric", "value", "stderr", "n", "limit", "num_fewshot",
+               "task_version", "params", "widths", "dtype", "hardware", "eval_hardware", "data_source", "data_sha256",
+               "checkpoint", "model_key", "versions", "git_commit")
+# hardware, dtype: where and how the run was trained (its result.json); eval_hardware, versions, git_commit: the
+# evaluation's (training_val rows: the training's)
 
 
 @dataclass
@@ -90,19 +93,27 @@ def known_order() -> list[str]:
     return [v.name for make in VARIANT_SETS.values() for v in make()]
 
 
+def repo_relative(path: str | Path) -> str:
+    """`path` resolved, relative to the repository root when it lies below it (committed tables name no machine)."""
+    from interp._util.paths import REPO_ROOT
+
+    resolved = Path(path).resolve()
+    return str(resolved.relative_to(REPO_ROOT)) if resolved.is_relative_to(REPO_ROOT) else str(resolved)
+
+
 def run_rows(evals: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     """The eval rows of the runs' final models in the summary's metrics, joined with variant and seed, plus one
     training_val row per run (RUN_COLUMNS)."""
     keep = paper_metrics()
     ok = evals[(evals["status"] == "ok") & evals["context_length"].isna()]
     ok = ok[[pair in keep for pair in zip(ok["task"], ok["metric"])]]
-    by_dir = runs.assign(checkpoint=runs["run_dir"].map(lambda d: str(Path(d).resolve())))
-    ok = ok.assign(checkpoint=ok["checkpoint"].map(lambda c: str(Path(c).resolve())))
-    joined = ok.drop(columns=["label", "hardware"]).merge(
-        by_dir[["checkpoint", "variant", "label", "seed", "params", "widths", "hardware"]], on="checkpoint")
+    by_dir = runs.assign(checkpoint=runs["run_dir"].map(repo_relative))
+    ok = ok.assign(checkpoint=ok["checkpoint"].map(repo_relative), eval_hardware=ok["hardware"])
+    joined = ok.drop(columns=["label", "hardware"]).merge(   # versions, git_commit: the evaluation's (lm-eval too)
+        by_dir[["checkpoint", "variant", "label", "seed", "params", "widths", "dtype", "hardware"]], on="checkpoint")
     val = by_dir.assign(task=TRAINING_VAL, metric="val_ppl", value=by_dir["val_ppl"], stderr=math.nan,
-                        n=math.nan, limit=math.nan, data_sha256=by_dir["source_hash"],
-                        model_key="")
+                        n=math.nan, limit=math.nan, num_fewshot=math.nan, task_version="", eval_hardware="",
+                        data_source=by_dir["source"], data_sha256=by_dir["source_hash"], model_key="")
     both = pd.concat([joined[list(RUN_COLUMNS)], val[list(RUN_COLUMNS)]], ignore_index=True)
     return both.sort_values(["task", "variant", "seed"], ignore_index=True)
 

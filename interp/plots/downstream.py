@@ -62,10 +62,13 @@ def plot_downstream_runs(summary: pd.DataFrame, rows: pd.DataFrame | None = None
             pos = {v: i for i, v in enumerate(variants)}
             r = r[r["variant"].isin(pos)]
             ax.scatter(r["variant"].map(pos) - 0.2, r["value"], s=9, c="gray", alpha=0.7, zorder=3)
-        top = np.nanmax(s["value_ci_high"].fillna(s["value_mean"]).to_numpy(float))
+        if panel == "lambada_openai:perplexity":
+            ax.set_yscale("log")   # bootstrapped stderr of a perplexity in the 1e7s: read it in decades
+        ax.margins(y=0.15)        # room for the stars below the title
         for xi, resolved in zip(x, s["resolved"].fillna(False).astype(bool)):
             if resolved:
-                ax.annotate("*", (xi, top), ha="center", va="bottom", fontsize=13)
+                ax.annotate("*", (xi, 0.99), xycoords=("data", "axes fraction"), ha="center", va="top",
+                            fontsize=13)
         if panel in CHANCE:
             ax.axhline(CHANCE[panel], color="gray", ls="--", lw=0.8)
         ax.set_xticks(x, [labels[v] for v in variants], rotation=55, ha="right")
