@@ -3,6 +3,7 @@ the paper's tasks too, or only in held-out perplexity?
 
     interp ablate groups --preset tiny --seeds 3 --jobs 2 --set threads=1 --figures-dir /tmp/groups-ckpt  # weights
     interp figures --only downstream_groups --recompute                                 # HEAVY: evaluate them
+    interp eval-experiment runs/rivals-tiny --baseline uniform --figures-dir results/rivals   # any experiment
 
 (The first command trains the runs' weights into runs/groups-tiny/; its `--figures-dir` elsewhere keeps the
 committed records of figures/records/groups-tiny/ out of sight, which would otherwise skip every recorded run,
@@ -22,7 +23,7 @@ table under runs/ (a rerun evaluates only what is missing), and summarises it pe
   stderr: a difference neither seed noise nor the choice of documents explains. Perplexities also as a
   percentage change (rel_pct_*), as in group_ablation.
 
-Any experiment root works (e.g. --set runs=runs/rivals-tiny): the variants are its run directories' names, the
+Any experiment root works (`interp eval-experiment ROOT`, or Config.runs): the variants are its run directories' names, the
 baseline is Config.baseline. Only runs with weights can be evaluated: runs known from their committed records
 alone (figures/records/) are skipped with a note, so the seeds here can be fewer than group_ablation's.
 Tiny models sit at chance on most tasks; expect only the perplexities (LAMBADA, wiki_heldout, training_val) to
@@ -41,7 +42,7 @@ from analyses import outputs, read_table, resolve_root, write_table
 from interp._util.config import option
 
 NAME = "downstream_groups"
-HEAVY = True   # 12 tiny checkpoints x the paper set at --limit 200: ~1-2 min each on 2 quiet cores
+HEAVY = True   # 12 tiny checkpoints x the paper set at --limit 200: 5.4 min on 2 Intel cores (measured)
 TABLE, RUNS_TABLE, FIGURE = "downstream_groups.csv", "downstream_groups_runs.csv", "downstream_groups.png"
 OUTPUTS = outputs(TABLE, RUNS_TABLE, FIGURE)
 TRAINING_VAL = "training_val"      # the pseudo-task of each run's own validation perplexity (result.json)

@@ -78,6 +78,15 @@ def test_compute_evaluates_every_run_with_weights_then_renders(corpus, tmp_path,
     assert cos["n_seeds"] == 1 and cos["n_pairs"] == 1 and cos["seeds"] == "0"
     assert (figures / "downstream_groups.meta.json").is_file()
     assert dg.render(figures)[0].read_bytes()[:4] == b"\x89PNG"
+    # the CLI entry point: the same table (the eval table resumes: nothing is evaluated again)
+    from interp.cli import main
+
+    argv = ["eval-experiment", cfg.runs, "--tasks", "piqa,lambada", "--limit", "2", "--threads", "1",
+            "--out", cfg.out, "--figures-dir", str(tmp_path / "cli")]
+    assert main(argv) == 0
+    assert "cosine-1.5-0.5" in capsys.readouterr().out
+    pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "cli" / dg.TABLE), summary)
     shutil.rmtree(exp.root)
     with pytest.raises(FileNotFoundError, match="no finished run with weights"):
         dg.compute(cfg, figures)
+    assert main(argv) == 2 and "no finished run with weights" in capsys.readouterr().err
