@@ -24,7 +24,8 @@ table under runs/ (a rerun evaluates only what is missing), and summarises it pe
   percentage change (rel_pct_*), as in group_ablation.
 
 Any experiment root works (`interp eval-experiment ROOT`, or Config.runs): the variants are its run directories' names, the
-baseline is Config.baseline. Only runs with weights can be evaluated: runs known from their committed records
+baseline is Config.baseline. A root of nested arms (architectures: <mixer>/<width>/seed<k>) names its variants
+"<mixer>/<width>" and pairs each with its own arm's baseline ("attention/cosine-1.5-0.5" with "attention/uniform"). Only runs with weights can be evaluated: runs known from their committed records
 alone (figures/records/) are skipped with a note, so the seeds here can be fewer than group_ablation's.
 Tiny models sit at chance on most tasks; expect only the perplexities (LAMBADA, wiki_heldout, training_val) to
 resolve differences at this scale.
@@ -39,6 +40,7 @@ from pathlib import Path
 import pandas as pd
 
 from analyses import outputs, read_table, resolve_root, write_table
+from analyses.architectures import ARM_SEP   # "<arm>/<variant>": a run of a nested experiment
 from interp._util.config import option
 
 NAME = "downstream_groups"
@@ -81,6 +83,11 @@ def finished_runs(root: Path) -> pd.DataFrame:
 
     runs = collect(root)
     runs = runs[runs["status"] == DONE]
+    nested = runs["experiment"] != root.name   # root/<arm>/<variant>/seed<k>, e.g. architectures' <mixer>/<width>
+    runs = runs.assign(variant=[f"{e}{ARM_SEP}{v}" if n else v for e, v, n in
+                                zip(runs["experiment"], runs["variant"], nested)],
+                       label=[f"{e}: {lab}" if n else lab for e, lab, n in
+                              zip(runs["experiment"], runs["label"], nested)])
     has_weights = runs["run_dir"].map(lambda d: (Path(d) / WEIGHTS_FILE).is_file())
     for _, row in runs[~has_weights].iterrows():
         print(f"[{NAME}] skip {row['variant']} seed {row['seed']}: no weights in {row['run_dir']}", flush=True)
@@ -92,6 +99,21 @@ def known_order() -> list[str]:
     from interp.training.experiments import VARIANT_SETS
 
     return [v.name for make in VARIANT_SETS.values() for v in make()]
+
+
+def baseline_of(variant: str, baseline: str) -> str:
+    """The variant `variant` is paired with: `baseline`, or "<arm>/<baseline>" for an arm's "<arm>/<width>"
+    (an experiment of nested arms, e.g. architectures: each mixer's tapered model against its own uniform)."""
+    arm, sep, _ = variant.rpartition(ARM_SEP)
+    return f"{arm}{sep}{baseline}"
+
+
+def variant_order(variants: list[str], baseline: str) -> list[str]:
+    """Arms in order of first appearance; within each, the baseline, then known_order(), then the rest sorted."""
+    rank = {w: i for i, w in enumerate(dict.fromkeys([baseline, *known_order()]))}
+    arms = dict.fromkeys(v.rpartition(ARM_SEP)[0] for v in variants)
+    return [v for arm in arms for v in sorted((v for v in variants if v.rpartition(ARM_SEP)[0] == arm),
+                                              key=lambda v: (rank.get(v.rpartition(ARM_SEP)[2], len(rank)), v))]
 
 
 def repo_relative(path: str | Path) -> str:
@@ -121,18 +143,19 @@ def run_rows(evals: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
 
 def summarize(rows: pd.DataFrame, baseline: str, order: list[str] | None = None, level: float = 0.95
               ) -> pd.DataFrame:
-    """Per variant x task x metric: mean over seeds [t-CI], and the difference from `baseline` paired by seed
-    [t-CI], the documents' stderr of its mean, its percentage form for perplexities, and `resolved`."""
+    """Per variant x task x metric: mean over seeds [t-CI], and the difference from its baseline (baseline_of)
+    paired by seed [t-CI], the documents' stderr of its mean, its percentage form for perplexities, `resolved`."""
     from interp.stats import mean_ci
 
     names = [n for n in (order or sorted(rows["variant"].unique())) if n in set(rows["variant"])]
     out = []
     for (task, metric), group in rows.groupby(["task", "metric"], sort=False):
-        base = group[group["variant"] == baseline].set_index("seed")
         for name in names:
             g = group[group["variant"] == name]
             if g.empty:
                 continue
+            base_name = baseline_of(name, baseline)
+            base = group[group["variant"] == base_name].set_index("seed")
             row = {"variant": name, "label": g["label"].iloc[0], "task": task, "metric": metric,
                    "n_seeds": len(g), "seeds": ",".join(str(s) for s in sorted(g["seed"])),
                    "n_docs": g["n"].iloc[0], "stderr_mean": g["stderr"].mean()}
@@ -149,7 +172,7 @@ def summarize(rows: pd.DataFrame, baseline: str, order: list[str] | None = None,
             row["d_doc_stderr"] = math.sqrt(se) / k if k and math.isfinite(se) else math.nan
             excludes_zero = row["d_ci_low"] > 0 or row["d_ci_high"] < 0
             beyond_docs = not math.isfinite(row["d_doc_stderr"]) or abs(row["d_mean"]) > 1.96 * row["d_doc_stderr"]
-            row["resolved"] = bool(name != baseline and excludes_zero and beyond_docs)
+            row["resolved"] = bool(name != base_name and excludes_zero and beyond_docs)
             out.append(row)
     return pd.DataFrame(out)
 
@@ -168,8 +191,8 @@ def compute(cfg: Config, figures_dir: Path) -> None:
     for model, task, error in result.failed:
         print(f"[{NAME}] {model} / {task} failed: {error}", flush=True)
     rows = run_rows(result.table, runs)
-    order = list(dict.fromkeys([cfg.baseline, *known_order(), *sorted(runs["variant"])]))
     write_table(rows, figures_dir, RUNS_TABLE, cfg, NAME)
+    order = variant_order(sorted(set(runs["variant"]), key=list(runs["variant"]).index), cfg.baseline)
     write_table(summarize(rows, cfg.baseline, order), figures_dir, TABLE, cfg, NAME)
 
 

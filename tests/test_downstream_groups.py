@@ -90,3 +90,41 @@ def test_compute_evaluates_every_run_with_weights_then_renders(corpus, tmp_path,
     with pytest.raises(FileNotFoundError, match="no finished run with weights"):
         dg.compute(cfg, figures)
     assert main(argv) == 2 and "no finished run with weights" in capsys.readouterr().err
+
+
+def test_nested_arms_pair_with_their_own_baseline():
+    """architectures' "<mixer>/<width>": each arm's tapered model against that arm's uniform, never another's."""
+    rows = _rows({"attention/uniform": [0.50, 0.52], "attention/cosine-1.5-0.5": [0.51, 0.54],
+                  "titans/uniform": [0.60, 0.61], "titans/cosine-1.5-0.5": [0.62, 0.62]}, stderr=0.01)
+    order = dg.variant_order(sorted(set(rows["variant"])), "uniform")
+    assert order == ["attention/uniform", "attention/cosine-1.5-0.5", "titans/uniform", "titans/cosine-1.5-0.5"]
+    s = dg.summarize(rows, "uniform", order).set_index("variant")
+    assert list(s.index) == order
+    assert s.loc["attention/cosine-1.5-0.5", "d_mean"] == pytest.approx(0.015)
+    assert s.loc["titans/cosine-1.5-0.5", "d_mean"] == pytest.approx(0.015)   # vs titans/uniform (0.605), not 0.51
+    assert s.loc["titans/uniform", "d_mean"] == 0 and not s.loc["titans/uniform", "resolved"]
+    assert dg.baseline_of("wider-early", "uniform") == "uniform"
+
+
+def test_an_architectures_root_through_the_cli(corpus, tmp_path, capsys):  # noqa: F811
+    """A root of nested arms (interp ablate architectures' layout) evaluated end to end from the shell."""
+    from analyses import architectures as arch
+    from interp.cli import main
+
+    folder, _ = corpus
+    cfg = arch.Config(preset="micro", seeds=1, mixers=("attention", "gated_attention"), root=str(tmp_path / "runs"),
+                      overrides=micro_overrides(folder))
+    exp = arch.experiment(cfg)
+    assert not run_experiment(exp).failed
+    out = tmp_path / "figures"
+    argv = ["eval-experiment", str(exp.root / exp.name), "--tasks", "lambada", "--limit", "2", "--threads", "1",
+            "--out", str(tmp_path / "eval.parquet"), "--figures-dir", str(out)]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "gated_attention/cosine-1.5-0.5" in printed and "vs gated_attention/uniform" in printed
+    summary = pd.read_csv(out / dg.TABLE)
+    assert list(dict.fromkeys(summary["variant"])) == ["attention/uniform", "attention/cosine-1.5-0.5",
+                                                       "gated_attention/uniform", "gated_attention/cosine-1.5-0.5"]
+    assert (summary["n_pairs"] == 1).all()
+    assert summary["label"].str.startswith(("attention: ", "gated_attention: ")).all()
+    assert (out / dg.FIGURE).is_file()

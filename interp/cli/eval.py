@@ -66,8 +66,11 @@ def run_experiment(args: argparse.Namespace) -> int:
     check_output_dir(args.figures_dir, "--figures-dir")
     dg.compute(cfg, args.figures_dir)   # no run with weights there: FileNotFoundError, one line
     summary = read_table(args.figures_dir, dg.TABLE, dg.NAME)
-    for r in summary[summary["variant"] != cfg.baseline].itertuples():
-        print(f"  {r.variant:<20} {r.task:<15} {r.metric:<16} {r.value_mean:.4g}  vs {cfg.baseline}: "
+    for r in summary.itertuples():
+        base = dg.baseline_of(r.variant, cfg.baseline)
+        if r.variant == base:
+            continue
+        print(f"  {r.variant:<20} {r.task:<15} {r.metric:<16} {r.value_mean:.4g}  vs {base}: "
               f"{r.d_mean:+.4g} [{r.d_ci_low:+.4g}, {r.d_ci_high:+.4g}]{'  resolved' if r.resolved else ''}")
     for path in [Path(args.figures_dir) / dg.TABLE, *dg.render(args.figures_dir)]:
         print(f"[eval-experiment] wrote {path}")
