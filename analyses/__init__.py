@@ -48,6 +48,7 @@ ANALYSES: list[str] = [
     "novelty_vs_causal",
     "downstream",
     "downstream_groups",
+    "downstream_architectures",
     "niah",
     "gain_vs_tokens",
     "rival_profiles",

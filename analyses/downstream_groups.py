@@ -76,7 +76,7 @@ def paper_metrics() -> set[tuple[str, str]]:
     return {*PAPER_METRICS.items(), (PAPER_AVERAGE, "acc"), *PERPLEXITIES.items()}
 
 
-def finished_runs(root: Path) -> pd.DataFrame:
+def finished_runs(root: Path, name: str = NAME) -> pd.DataFrame:
     """The finished runs under root that still have their weights (a note for those that do not)."""
     from interp._util.paths import WEIGHTS_FILE
     from interp.training.results import DONE, collect
@@ -90,7 +90,7 @@ def finished_runs(root: Path) -> pd.DataFrame:
                               zip(runs["experiment"], runs["label"], nested)])
     has_weights = runs["run_dir"].map(lambda d: (Path(d) / WEIGHTS_FILE).is_file())
     for _, row in runs[~has_weights].iterrows():
-        print(f"[{NAME}] skip {row['variant']} seed {row['seed']}: no weights in {row['run_dir']}", flush=True)
+        print(f"[{name}] skip {row['variant']} seed {row['seed']}: no weights in {row['run_dir']}", flush=True)
     return runs[has_weights].reset_index(drop=True)
 
 
@@ -177,29 +177,33 @@ def summarize(rows: pd.DataFrame, baseline: str, order: list[str] | None = None,
     return pd.DataFrame(out)
 
 
-def compute(cfg: Config, figures_dir: Path) -> None:
+def compute(cfg: Config, figures_dir: Path, files: tuple[str, str] = (TABLE, RUNS_TABLE), name: str = NAME) -> None:
+    """Evaluate (resumable) and write the summary and per-run tables `files` (another analysis of another
+    experiment's runs, e.g. downstream_architectures, passes its own file names and `name`)."""
     from interp.evals import run_eval
 
     root = resolve_root(cfg.runs)
-    runs = finished_runs(root) if root.is_dir() else pd.DataFrame()
+    runs = finished_runs(root, name) if root.is_dir() else pd.DataFrame()
     if runs.empty:
-        raise FileNotFoundError(f"{root}: no finished run with weights to evaluate (train them first, e.g. "
-                                "`interp ablate groups --preset tiny --seeds 3 --jobs 2 --set threads=1 --figures-dir "
-                                "/tmp/groups-ckpt`: the module docstring says why that --figures-dir)")
+        raise FileNotFoundError(f"{root}: no finished run with weights to evaluate (train them first: "
+                                f"analyses/{name}.py's docstring gives the command and says why its --figures-dir)")
     result = run_eval(models=list(runs["run_dir"]), tasks=cfg.tasks, limit=cfg.limit, threads=cfg.threads,
                       out=str(resolve_root(cfg.out)))
     for model, task, error in result.failed:
-        print(f"[{NAME}] {model} / {task} failed: {error}", flush=True)
+        print(f"[{name}] {model} / {task} failed: {error}", flush=True)
     rows = run_rows(result.table, runs)
-    write_table(rows, figures_dir, RUNS_TABLE, cfg, NAME)
+    table, runs_table = files
+    write_table(rows, figures_dir, runs_table, cfg, name)
     order = variant_order(sorted(set(runs["variant"]), key=list(runs["variant"]).index), cfg.baseline)
-    write_table(summarize(rows, cfg.baseline, order), figures_dir, TABLE, cfg, NAME)
+    write_table(summarize(rows, cfg.baseline, order), figures_dir, table, cfg, name)
 
 
-def render(figures_dir: Path) -> list[Path]:
+def render(figures_dir: Path, files: tuple[str, str, str] = (TABLE, RUNS_TABLE, FIGURE), name: str = NAME
+           ) -> list[Path]:
     from interp.plots import save_figure
     from interp.plots.downstream import plot_downstream_runs
 
-    summary = read_table(figures_dir, TABLE, NAME)
-    rows = read_table(figures_dir, RUNS_TABLE, NAME)
-    return [save_figure(plot_downstream_runs(summary, rows), Path(figures_dir) / FIGURE)]
+    table, runs_table, figure = files
+    summary = read_table(figures_dir, table, name)
+    rows = read_table(figures_dir, runs_table, name)
+    return [save_figure(plot_downstream_runs(summary, rows), Path(figures_dir) / figure)]

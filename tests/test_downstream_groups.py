@@ -128,3 +128,11 @@ def test_an_architectures_root_through_the_cli(corpus, tmp_path, capsys):  # noq
     assert (summary["n_pairs"] == 1).all()
     assert summary["label"].str.startswith(("attention: ", "gated_attention: ")).all()
     assert (out / dg.FIGURE).is_file()
+    # the registered analysis of the same root: its own file names, the same numbers (the eval table resumes)
+    from analyses import downstream_architectures as da
+
+    cfg = da.Config(runs=argv[1], tasks="lambada", limit=2, threads=1, out=str(tmp_path / "eval.parquet"))
+    da.compute(cfg, tmp_path / "registered")
+    pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "registered" / da.TABLE), summary)
+    assert da.render(tmp_path / "registered")[0].name == "downstream_architectures.png"
+    assert (tmp_path / "registered" / "downstream_architectures_runs.meta.json").is_file()

@@ -1,0 +1,49 @@
+"""The paper's evaluations on the four-mixer comparison's checkpoints (issue 12): does cosine 1.5 -> 0.5 beat
+uniform on the paper's tasks for each token mixer, or only in held-out perplexity?
+
+    interp ablate architectures --preset tiny --seeds 2 --budget preset --mixers attention,gated_attention,hope_attention \\
+        --jobs 2 --set threads=1 --set 'dtype="fp32"' --figures-dir /tmp/arch-ckpt        # weights, ~1 h on 2 cores
+    interp figures --only downstream_architectures --recompute                           # HEAVY: evaluate them
+
+The first command trains the comparison's runs (the tiny preset's own budget, as figures/architectures.csv,
+but in fp32 on the CPU) into runs/architectures-tiny-full/<mixer>/<width>/seed<k>/; its `--figures-dir`
+elsewhere keeps the committed figures/architectures.csv (trained on a lent GPU, bf16) as it is. Titans is left
+out by default: ~80 tokens/s on one CPU thread, ~1.8 h per run (analyses/architectures.py); add it to --mixers
+and to Config.runs' experiment where the time exists (a GPU), the analysis takes whatever mixers the root holds.
+
+Everything else is downstream_groups on another root: the same lm-eval tasks, the same per-run and summary tables
+(figures/downstream_architectures_runs.csv, figures/downstream_architectures.csv) and figure, with variants named
+"<mixer>/<width>" and each mixer's tapered model paired by seed with that mixer's uniform model
+(downstream_groups.baseline_of). `interp eval-experiment runs/architectures-tiny-full` gives the same numbers
+into any --figures-dir.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from analyses import downstream_groups as dg
+from analyses import outputs
+from interp._util.config import option
+
+NAME = "downstream_architectures"
+HEAVY = True   # 12 training runs (~1 h on 2 cores, fp32) + their evaluation: see the docstring's commands
+TABLE, RUNS_TABLE, FIGURE = f"{NAME}.csv", f"{NAME}_runs.csv", f"{NAME}.png"
+OUTPUTS = outputs(TABLE, RUNS_TABLE, FIGURE)
+
+
+@dataclass
+class Config(dg.Config):
+    runs: str = option("runs/architectures-tiny-full", "experiment root of the architecture comparison's runs "
+                                                       "(<mixer>/<width>/seed<k>; relative: to the repo root)")
+    out: str = option("runs/eval/downstream_architectures.parquet", "the resumable interp eval table (relative: to "
+                                                                    "the repo root)")
+
+
+def compute(cfg: Config, figures_dir: Path) -> None:
+    dg.compute(cfg, figures_dir, (TABLE, RUNS_TABLE), NAME)
+
+
+def render(figures_dir: Path) -> list[Path]:
+    return dg.render(figures_dir, (TABLE, RUNS_TABLE, FIGURE), NAME)
