@@ -20,9 +20,9 @@ figures/schedule_sweep_runs.csv (one row per run).
 On the `tiny` preset (CPU, numbers ours): the model of analyses/group_ablation.py (6 layers, d_model 256,
 10,489,088 parameters in every variant), the preset's steps (250 x 8 x 256 = 512,000 training tokens
 per run when written); with 6 layers the steepest tapers run from 1792 to 256 (1.75 and 0.25 x 1024).
-In fp32 with 1 thread per run, two at once, a run takes ~6.5 min on AMD EPYC (measured for the group ablation):
-16 runs per seed, ~52 min per seed, ~2.6 h for 3 seeds. The committed table (figures/README.md) is older: 2
-seeds in bf16 on Intel; the run records of the fp32 runs finished so far are under figures/records/sweep-tiny/.
+In fp32 with 1 thread per run, two at once, measured for the committed table (figures/README.md): ~5.3 min per
+run and 45 min per seed on Intel (seeds 0-1), 6.6-7.5 min per run and ~58 min per seed on AMD EPYC (seed 2).
+Its 48 runs are recorded under figures/records/sweep-tiny/, so a rerun on a fresh clone trains nothing.
 """
 
 from __future__ import annotations
