@@ -8,7 +8,7 @@ uniform on the paper's tasks for each token mixer, or only in held-out perplexit
 The first command trains the comparison's runs (the tiny preset's own budget, as figures/architectures.csv,
 but in fp32 on the CPU) into runs/architectures-tiny-full/<mixer>/<width>/seed<k>/; its `--figures-dir`
 elsewhere keeps the committed figures/architectures.csv (trained on a lent GPU, bf16) as it is. The committed
-tables hold those two mixers: Hope-attention (~20 min per run on one CPU thread) and Titans (~80 tokens/s,
+tables hold those two mixers: Hope-attention (~11 min per run, fp32, two at once, measured) and Titans (~80 tokens/s,
 ~1.8 h per run) did not fit the session. Add them to --mixers where the time exists (a GPU): the analysis takes
 whatever mixers the root holds.
 

@@ -23,9 +23,10 @@ table under runs/ (a rerun evaluates only what is missing), and summarises it pe
   stderr: a difference neither seed noise nor the choice of documents explains. Perplexities also as a
   percentage change (rel_pct_*), as in group_ablation.
 
-Any experiment root works (`interp eval-experiment ROOT`, or Config.runs): the variants are its run directories' names, the
-baseline is Config.baseline. A root of nested arms (architectures: <mixer>/<width>/seed<k>) names its variants
-"<mixer>/<width>" and pairs each with its own arm's baseline ("attention/cosine-1.5-0.5" with "attention/uniform"). Only runs with weights can be evaluated: runs known from their committed records
+Any experiment root works (`interp eval-experiment ROOT`, or Config.runs): the variants are its run directories'
+names, the baseline is Config.baseline. A root of nested arms (architectures: <mixer>/<width>/seed<k>) names its
+variants "<mixer>/<width>" and pairs each with its own arm's baseline ("attention/cosine-1.5-0.5" with
+"attention/uniform"). Only runs with weights can be evaluated: runs known from their committed records
 alone (figures/records/) are skipped with a note, so the seeds here can be fewer than group_ablation's.
 Tiny models sit at chance on most tasks; expect only the perplexities (LAMBADA, wiki_heldout, training_val) to
 resolve differences at this scale.
