@@ -136,3 +136,31 @@ def test_an_architectures_root_through_the_cli(corpus, tmp_path, capsys):  # noq
     pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "registered" / da.TABLE), summary)
     assert da.render(tmp_path / "registered")[0].name == "downstream_architectures.png"
     assert (tmp_path / "registered" / "downstream_architectures_runs.meta.json").is_file()
+
+
+def test_memory_mixers_go_through_the_evaluation(corpus, tmp_path, capsys):  # noqa: F811
+    """Hope-attention and Titans checkpoints through lm-eval's loglikelihood and rolling paths (interp's model
+    class), the way downstream_architectures evaluates them: finite numbers for every run, each paired with its
+    own mixer's uniform model."""
+    from analyses import architectures as arch
+    from interp.cli import main
+
+    folder, _ = corpus
+    cfg = arch.Config(preset="micro", seeds=1, mixers=("hope_attention", "titans"), root=str(tmp_path / "runs"),
+                      overrides=micro_overrides(folder))
+    exp = arch.experiment(cfg)
+    assert not run_experiment(exp).failed
+    out = tmp_path / "figures"
+    argv = ["eval-experiment", str(exp.root / exp.name), "--tasks", "lambada,wiki_heldout", "--limit", "2",
+            "--threads", "1", "--out", str(tmp_path / "eval.parquet"), "--figures-dir", str(out)]
+    assert main(argv) == 0
+    capsys.readouterr()
+    rows = pd.read_csv(out / dg.RUNS_TABLE)
+    assert set(rows["variant"]) == {"hope_attention/uniform", "hope_attention/cosine-1.5-0.5", "titans/uniform",
+                                    "titans/cosine-1.5-0.5"}
+    evaluated = rows[rows["task"] != "training_val"]
+    assert set(evaluated["task"]) == {"lambada_openai", "wiki_heldout"}
+    assert evaluated["value"].notna().all()
+    assert (evaluated.loc[evaluated["metric"].str.contains("perplexity"), "value"] > 1).all()
+    summary = pd.read_csv(out / dg.TABLE).set_index("variant")
+    assert (summary.loc[["hope_attention/uniform", "titans/uniform"], "d_mean"] == 0).all()

@@ -40,9 +40,11 @@ def plot_downstream_runs(summary: pd.DataFrame, rows: pd.DataFrame | None = None
     panels += sorted(set(summary["panel"]) - set(panels))
     variants = list(dict.fromkeys(summary["variant"]))
     labels = dict(zip(summary["variant"], summary["label"]))
-    ncols = min(6, len(panels))
+    # many variants (the four-mixer comparison's 8): fewer, wider panels, so the rotated labels stay apart
+    ncols = min(6 if len(variants) <= 4 else 4, len(panels))
     nrows = -(-len(panels) // ncols)
-    fig = Figure(figsize=(2.1 * ncols, 3.0 * nrows), layout="constrained")
+    panel_width = max(2.1, 0.7 + 0.36 * len(variants))
+    fig = Figure(figsize=(panel_width * ncols, 3.0 * nrows), layout="constrained")
     axes = np.atleast_1d(fig.subplots(nrows, ncols, squeeze=False)).ravel()
     x = np.arange(len(variants))
     for ax, panel in zip(axes, panels):
