@@ -22,11 +22,13 @@ figures/architectures_runs.csv (one row per run, with the device and dtype it tr
 
 Budgets. --budget preset: the tiny preset exactly as the group ablation and the sweep use it (250 steps
 x 8 x 256 = 512k tokens, lr 2e-3, bf16 autocast where native). On an H200 that took 6-8 s per run for
-attention and gated attention and 60-75 s for Titans and Hope-attention (their many small kernels);
-on 2 CPU cores Titans would need hours per run. --budget cpu (the default; CPU_BUDGETS["tiny"], the
+attention and gated attention and 60-75 s for Titans and Hope-attention (their many small kernels).
+On 2 quiet CPU cores (AMD EPYC, fp32, 1 thread per run, two at once; measured 2026-12-02/03) a run took
+385-421 s for attention and gated attention, 639-692 s for Hope-attention and 1,876-1,906 s for Titans
+(~270 tokens/s): the 16 runs in ~1.9 h of wall time. --budget cpu (the default; CPU_BUDGETS["tiny"], the
 same for every mixer): n_ctx 128, 60 steps x 8 sequences = 61,440 training tokens per run, warm-up 10,
 one evaluation at the end on 8 fixed validation batches (8,192 tokens), one thread per run. Measured
-forward + backward + AdamW, one thread, 8 x 128, on the shared 2-core machine (load 6-7): attention
+forward + backward + AdamW, one thread, 8 x 128, on a shared 2-core machine (load 6-7, so slow): attention
 926 tokens/s, gated_attention about the same, hope_attention 387, titans 81 (221 with mixer_options
 chunk_size 64): ~75 min for the 16 runs (estimate_minutes). At 61k tokens per run (~0.05 epoch) the
 models are far from converged: compare the sign and CI of the paired change, not perplexities, with
