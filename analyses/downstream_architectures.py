@@ -1,16 +1,17 @@
 """The paper's evaluations on the four-mixer comparison's checkpoints (issue 12): does cosine 1.5 -> 0.5 beat
 uniform on the paper's tasks for each token mixer, or only in held-out perplexity?
 
-    interp ablate architectures --preset tiny --seeds 2 --budget preset --mixers attention,gated_attention \\
-        --jobs 2 --set threads=1 --set 'dtype="fp32"' --figures-dir /tmp/arch-ckpt        # weights: 30 min (AMD)
-    interp figures --only downstream_architectures --recompute                # HEAVY: evaluate them, 5.5 min
+    interp ablate architectures --preset tiny --seeds 2 --budget preset \
+        --mixers titans,attention,gated_attention,hope_attention \
+        --jobs 2 --set threads=1 --set 'dtype="fp32"' --figures-dir /tmp/arch-ckpt      # weights: ~1.9 h (AMD)
+    interp figures --only downstream_architectures --recompute                # HEAVY: evaluate them, ~40 min
 
-The first command trains the comparison's runs (the tiny preset's own budget, as figures/architectures.csv,
+The first command trains the comparison's 16 runs (the tiny preset's own budget, as figures/architectures.csv,
 but in fp32 on the CPU) into runs/architectures-tiny-full/<mixer>/<width>/seed<k>/; its `--figures-dir`
-elsewhere keeps the committed figures/architectures.csv (trained on a lent GPU, bf16) as it is. The committed
-tables hold those two mixers: Hope-attention (~11 min per run, fp32, two at once, measured) and Titans (~80 tokens/s,
-~1.8 h per run) did not fit the session. Add them to --mixers where the time exists (a GPU): the analysis takes
-whatever mixers the root holds.
+elsewhere keeps the committed figures/architectures.csv (trained on a lent GPU, bf16) as it is. Measured per run
+(fp32, 1 thread, two at once, quiet AMD EPYC): attention and gated attention 385-421 s, Hope-attention 639-692 s,
+Titans 1,876-1,906 s (~270 tokens/s). Titans first in --mixers only so its long pair starts at once; the runner
+goes seed-major either way, and the analysis takes whatever mixers the root holds.
 
 Everything else is downstream_groups on another root: the same lm-eval tasks, the same per-run and summary tables
 (figures/downstream_architectures_runs.csv, figures/downstream_architectures.csv) and figure, with variants named
@@ -29,7 +30,7 @@ from analyses import outputs
 from interp._util.config import option
 
 NAME = "downstream_architectures"
-HEAVY = True   # 8 training runs (30 min on 2 cores, fp32) + 5.5 min of evaluation: the docstring's commands
+HEAVY = True   # 16 training runs (~1.9 h on 2 cores, fp32) + ~40 min of evaluation: the docstring's commands
 TABLE, RUNS_TABLE, FIGURE = f"{NAME}.csv", f"{NAME}_runs.csv", f"{NAME}.png"
 OUTPUTS = outputs(TABLE, RUNS_TABLE, FIGURE)
 
