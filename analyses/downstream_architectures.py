@@ -1,8 +1,8 @@
 """The paper's evaluations on the four-mixer comparison's checkpoints (issue 12): does cosine 1.5 -> 0.5 beat
 uniform on the paper's tasks for each token mixer, or only in held-out perplexity?
 
-    interp ablate architectures --preset tiny --seeds 2 --budget preset \
-        --mixers titans,attention,gated_attention,hope_attention \
+    interp ablate architectures --preset tiny --seeds 2 --budget preset \\
+        --mixers titans,attention,gated_attention,hope_attention \\
         --jobs 2 --set threads=1 --set 'dtype="fp32"' --figures-dir /tmp/arch-ckpt      # weights: ~1.9 h (AMD)
     interp figures --only downstream_architectures --recompute                # HEAVY: evaluate them, ~40 min
 

@@ -106,20 +106,27 @@ def test_nested_arms_pair_with_their_own_baseline():
     assert dg.baseline_of("wider-early", "uniform") == "uniform"
 
 
-def test_an_architectures_root_through_the_cli(corpus, tmp_path, capsys):  # noqa: F811
-    """A root of nested arms (interp ablate architectures' layout) evaluated end to end from the shell."""
+def _eval_architectures(corpus, tmp_path, mixers: tuple[str, ...], tasks: str, out) -> list[str]:
+    """Train a micro architecture comparison of `mixers` under tmp_path and evaluate it with `interp
+    eval-experiment` into `out`; the argv it ran."""
     from analyses import architectures as arch
     from interp.cli import main
 
     folder, _ = corpus
-    cfg = arch.Config(preset="micro", seeds=1, mixers=("attention", "gated_attention"), root=str(tmp_path / "runs"),
+    cfg = arch.Config(preset="micro", seeds=1, mixers=mixers, root=str(tmp_path / "runs"),
                       overrides=micro_overrides(folder))
     exp = arch.experiment(cfg)
     assert not run_experiment(exp).failed
-    out = tmp_path / "figures"
-    argv = ["eval-experiment", str(exp.root / exp.name), "--tasks", "lambada", "--limit", "2", "--threads", "1",
+    argv = ["eval-experiment", str(exp.root / exp.name), "--tasks", tasks, "--limit", "2", "--threads", "1",
             "--out", str(tmp_path / "eval.parquet"), "--figures-dir", str(out)]
     assert main(argv) == 0
+    return argv
+
+
+def test_an_architectures_root_through_the_cli(corpus, tmp_path, capsys):  # noqa: F811
+    """A root of nested arms (interp ablate architectures' layout) evaluated end to end from the shell."""
+    out = tmp_path / "figures"
+    argv = _eval_architectures(corpus, tmp_path, ("attention", "gated_attention"), "lambada", out)
     printed = capsys.readouterr().out
     assert "gated_attention/cosine-1.5-0.5" in printed and "vs gated_attention/uniform" in printed
     summary = pd.read_csv(out / dg.TABLE)
@@ -142,18 +149,8 @@ def test_memory_mixers_go_through_the_evaluation(corpus, tmp_path, capsys):  # n
     """Hope-attention and Titans checkpoints through lm-eval's loglikelihood and rolling paths (interp's model
     class), the way downstream_architectures evaluates them: finite numbers for every run, each paired with its
     own mixer's uniform model."""
-    from analyses import architectures as arch
-    from interp.cli import main
-
-    folder, _ = corpus
-    cfg = arch.Config(preset="micro", seeds=1, mixers=("hope_attention", "titans"), root=str(tmp_path / "runs"),
-                      overrides=micro_overrides(folder))
-    exp = arch.experiment(cfg)
-    assert not run_experiment(exp).failed
     out = tmp_path / "figures"
-    argv = ["eval-experiment", str(exp.root / exp.name), "--tasks", "lambada,wiki_heldout", "--limit", "2",
-            "--threads", "1", "--out", str(tmp_path / "eval.parquet"), "--figures-dir", str(out)]
-    assert main(argv) == 0
+    _eval_architectures(corpus, tmp_path, ("hope_attention", "titans"), "lambada,wiki_heldout", out)
     capsys.readouterr()
     rows = pd.read_csv(out / dg.RUNS_TABLE)
     assert set(rows["variant"]) == {"hope_attention/uniform", "hope_attention/cosine-1.5-0.5", "titans/uniform",
