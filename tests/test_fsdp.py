@@ -351,6 +351,50 @@ def test_fsdp_kills_inside_sharded_saves_resume_to_the_uninterrupted_run(env, tm
     assert [r["step"] for r in json.loads((run / CONFIG_FILE).read_text())["resumed"]] == [2, 2]
 
 
+def test_one_rank_group_is_seen_by_distributed():
+    """A live 1-rank group (what bench_gpu_scale makes so FSDP really shards) is reported as one; before this
+    was checked, from_env said 'no group' at world size 1 and the benchmark measured the unwrapped module."""
+    code = ("import sys; from interp._util.dist import Distributed; assert 'torch' not in sys.modules; "
+            "assert not Distributed.from_env().group; "
+            "import torch.distributed as t; t.init_process_group('gloo', init_method='tcp://127.0.0.1:0', "
+            "rank=0, world_size=1); d = Distributed.from_env(); assert d.group and d.world_size == 1 and "
+            "not d.created; t.destroy_process_group(); assert not Distributed.from_env().group; print('ok')")
+    proc = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, cwd=REPO_ROOT, check=False,
+                          env={**os.environ, "WORLD_SIZE": "1"})
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-3000:]
+
+
+def test_gpu_benchmark_path_runs_on_cpu():
+    """bench_gpu_scale's own code path, shrunk (--quick: the 440m preset's dry-run shape) under a 1-rank gloo
+    group: every variant trains through the wrapper it names, and all four train the same model."""
+    proc = subprocess.run([PYTHON, "benchmarks/bench_gpu_scale.py", "--device", "cpu", "--quick", "--threads", "1"],
+                          capture_output=True, text=True, cwd=REPO_ROOT, check=False, timeout=600,
+                          env={k: v for k, v in os.environ.items() if k not in ("WORLD_SIZE", "RANK", "MASTER_PORT")})
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    rows = {}
+    for line in proc.stdout.splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if line.startswith("| uniform |"):
+            rows[cells[1]] = cells
+    assert set(rows) == {"ddp", "ddp+compile", "fsdp", "fsdp+compile"}, proc.stdout[-3000:]
+    for variant, cells in rows.items():
+        assert cells[-2] == ("FSDPTaperedLM" if variant.startswith("fsdp") else "DistributedDataParallel"), cells
+        assert cells[-3] == "fused" and float(cells[2].replace(",", "")) > 0, cells
+    losses = [float(cells[-1]) for cells in rows.values()]
+    assert all(math.isfinite(x) for x in losses) and max(losses) - min(losses) < 0.05, losses
+    assert "dry-run shape (--quick)" in proc.stdout and "4 layers x d_model 128" in proc.stdout
+
+
+def test_gpu_benchmark_width_profiles():
+    from benchmarks.bench_gpu_scale import width_overrides
+
+    assert width_overrides("uniform, cosine:1.5:0.5") == [
+        {"schedule": "uniform"}, {"schedule": "cosine", "start": 1.5, "end": 0.5}]
+    for bad in ("cosine:1.5", "cosine:a:0.5", " , "):
+        with pytest.raises(SystemExit, match="--widths"):
+            width_overrides(bad)
+
+
 def test_gpu_benchmark_skips_cleanly_without_cuda(capsys):
     if torch.cuda.is_available():
         pytest.skip("a GPU is present: the benchmark would run")

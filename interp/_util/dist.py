@@ -11,6 +11,7 @@ Importing this module does not import torch; from_env() does, and only when WORL
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -44,8 +45,9 @@ class Distributed:
         world = env_world_size()
         local_rank = int(os.environ.get("LOCAL_RANK", "0"))
         local_world = int(os.environ.get("LOCAL_WORLD_SIZE", str(world)))
-        if world == 1:
-            return cls()
+        if world == 1:  # no group to join; but one may be live (a 1-rank group: bench_gpu_scale's FSDP)
+            tdist = sys.modules.get("torch.distributed")  # imported only if someone made a group: no torch import
+            return cls(group=bool(tdist and tdist.is_available() and tdist.is_initialized()))
         import torch
         import torch.distributed as tdist
 
