@@ -175,6 +175,16 @@ def train_config(args, widths: dict):
     return TrainConfig.from_preset(args.preset, **overrides, **widths)
 
 
+def section(on_gpu: bool, widths: str) -> tuple[str, str]:
+    """The RESULTS.md section (key, title) of a run: one per device kind, and a run of more than the uniform
+    profile (the taper beside it) its own, so the four-variant uniform table and the taper comparison (cheaper
+    variants: a 24-width taper compiles 24 graphs) both stay."""
+    key, title = (NAME, TITLE) if on_gpu else (f"{NAME}_cpu", f"{TITLE}: the same path on the CPU")
+    if widths.replace(" ", "") != "uniform":
+        key, title = f"{key}_widths", f"{title}, width profiles side by side"
+    return key, title
+
+
 def main(argv: Sequence[str] | None = None, command: str | None = None) -> str:
     args = parse_args(NAME, __doc__.splitlines()[0], argv, _arguments)
     device = args.device
@@ -203,7 +213,7 @@ def main(argv: Sequence[str] | None = None, command: str | None = None) -> str:
     on_gpu = device == "cuda"
     unit = "GPU" if on_gpu else "rank"
     try:
-        name, title = (NAME, TITLE) if on_gpu else (f"{NAME}_cpu", f"{TITLE}: the same path on the CPU")
+        name, title = section(on_gpu, args.widths)
         report = Report(name, title, command or " ".join(["python benchmarks/bench_gpu_scale.py",
                                                            *(argv if argv is not None else sys.argv[1:])]),
                         args.quick)
@@ -234,6 +244,12 @@ def main(argv: Sequence[str] | None = None, command: str | None = None) -> str:
         shape = "dry-run shape (--quick)" if args.quick else "shape"
         report.section(f"Tokens/s and MFU, preset `{args.preset}` {shape}, {dist.world_size} {unit}(s) on {device}")
         report.table(rows)
+        if len(configs) > 1:  # each profile against the first, variant by variant
+            tps = f"tokens/s per {unit}"
+            base = {r["variant"]: r[tps] for r in rows if r["widths"] == configs[0].width.label}
+            report.table([{"widths": r["widths"], "variant": r["variant"],
+                           f"tokens/s / {configs[0].width.label}'s": r[tps] / base[r["variant"]]}
+                          for r in rows if r["widths"] != configs[0].width.label])
         mcfg = cfg.model_config(cfg.vocab_size)
         report.note(f"Shape: {cfg.n_layers} layers x d_model {cfg.d_model}, {cfg.n_heads} heads, mean d_ff {cfg.d_ff} "
                     f"({param_counts(mcfg)['total']:,} params), n_ctx {cfg.n_ctx}, vocab {cfg.vocab_size}; "
@@ -245,7 +261,8 @@ def main(argv: Sequence[str] | None = None, command: str | None = None) -> str:
                     "DistributedDataParallel (its all-reduce has no peer) and 'fsdp' fully_shard (all-gather and "
                     "reduce-scatter over one rank), so their cost over the plain module shows. Width profiles: "
                     + "; ".join(f"{c.width.label} {c.model_config(c.vocab_size).d_mlp}" for c in configs)
-                    + " (same parameters and training FLOP/token).")
+                    + " (same parameters and training FLOP/token). Variants run one after another, each once, "
+                    "so a ratio between rows is one measurement: steady on a GPU of its own, noisy on a shared CPU.")
         best = max((r["TFLOP/s"] for r in rows), default=0.0)
         report.check("best MFU on this GPU" if on_gpu else "best MFU on this CPU",
                      f"{best / peak:.1%}" if peak else "n/a", ">= 40% (issue #15, one GPU)",

@@ -194,6 +194,26 @@ def test_compiled_blocks_match_eager(env, tmp_path):
     close(tmp_path / "compiled", tmp_path / "eager", atol=1e-5)
 
 
+def test_recompile_limit_makes_room_for_every_prepared_model(monkeypatch):
+    """Each compiled model adds its block shapes to dynamo's limit, on top of the graphs earlier models hold
+    (found by bench_gpu_scale: a 24-width taper compiled after a uniform model hit the limit and its last
+    blocks ran eagerly)."""
+    import torch._dynamo.config as dynamo_config
+
+    from interp.training.parallel import prepare_blocks
+
+    name = "recompile_limit" if hasattr(dynamo_config, "recompile_limit") else "cache_size_limit"
+    monkeypatch.setattr(dynamo_config, name, 8)
+    if hasattr(dynamo_config, "accumulated_recompile_limit"):
+        monkeypatch.setattr(dynamo_config, "accumulated_recompile_limit", 256)
+    prepare_blocks(tiny_lm(cfg=tiny_config(d_mlp=[96, 32])), checkpointing=False, compile=True)
+    assert getattr(dynamo_config, name) == 8 + 3
+    prepare_blocks(tiny_lm(cfg=tiny_config(d_mlp=[64, 48, 16])), checkpointing=False, compile=True)
+    assert getattr(dynamo_config, name) == 8 + 3 + 4  # not max(11, 4): the first model's graphs stay counted
+    if hasattr(dynamo_config, "accumulated_recompile_limit"):
+        assert dynamo_config.accumulated_recompile_limit == 256 + 7
+
+
 # --------------------------------------------------------------------------------------- two processes
 
 def _worker(rank: int, world: int, port: int, corpus: str, cache: str, runs: list[tuple[str, dict, int | None]]):
@@ -386,7 +406,10 @@ def test_gpu_benchmark_path_runs_on_cpu():
 
 
 def test_gpu_benchmark_width_profiles():
-    from benchmarks.bench_gpu_scale import width_overrides
+    from benchmarks.bench_gpu_scale import section, width_overrides
+
+    assert [section(gpu, w)[0] for gpu in (True, False) for w in ("uniform", "uniform,cosine:1.5:0.5")] == [
+        "bench_gpu_scale", "bench_gpu_scale_widths", "bench_gpu_scale_cpu", "bench_gpu_scale_cpu_widths"]
 
     assert width_overrides("uniform, cosine:1.5:0.5") == [
         {"schedule": "uniform"}, {"schedule": "cosine", "start": 1.5, "end": 0.5}]

@@ -66,10 +66,16 @@ def _checkpointed(forward: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _raise_recompile_limit(n: int) -> None:
+    """Room for n more graphs of the block forward. Dynamo's limit counts every graph of that code compiled in
+    this process, earlier models' included (a benchmark or notebook that compiles a uniform model and then a
+    24-width taper), so the limit grows by n per prepared model; setting it to n let a second model's blocks
+    fall back to eager past the limit, silently."""
     import torch._dynamo.config as dynamo_config
 
     name = "recompile_limit" if hasattr(dynamo_config, "recompile_limit") else "cache_size_limit"
-    setattr(dynamo_config, name, max(getattr(dynamo_config, name), n))
+    setattr(dynamo_config, name, getattr(dynamo_config, name) + n)
+    if hasattr(dynamo_config, "accumulated_recompile_limit"):  # the cap over all code, same reason
+        dynamo_config.accumulated_recompile_limit += n
 
 
 def eager() -> contextlib.AbstractContextManager:
