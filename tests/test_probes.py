@@ -12,12 +12,14 @@ import functools
 import json
 import math
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
 import torch.nn.functional as F
 
 from interp import hf as pretrained
+from interp._util.errors import InputError
 from interp import probes
 from interp.model import TaperedLM
 from interp.probes import METRIC_NAMES, NoveltyAccumulator
@@ -400,6 +402,37 @@ def test_probe_on_checkpoint_dir_builds_the_tidy_table(tiny_run, tmp_path):
     assert pd.read_csv(paths[1]).shape == df.shape
 
 
+def test_probe_rows_name_the_device_and_the_hardware(tiny_run):
+    from interp._util.provenance import cpu_info
+
+    run_dir, text = tiny_run
+    df = probes.probe(str(run_dir), text=text, tokens=32, seq_len=16, tokenizer=CharTokenizer(), device="cpu")
+    assert (df.device == "cpu").all() and df.hardware.nunique() == 1
+    assert df.hardware.iloc[0].startswith(f"{cpu_info()['cpu']} ({cpu_info()['cores']} cores")
+    assert list(df.columns[-3:]) == ["device", "hardware", "versions"]
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is present: the device exists")
+def test_probe_on_a_missing_gpu_fails_before_any_model_loads(tiny_run, monkeypatch):
+    run_dir, text = tiny_run
+
+    def no_loading(*args, **kwargs):
+        raise AssertionError("a model was loaded before the device was checked")
+
+    monkeypatch.setattr(checkpoints, "load_checkpoint", no_loading)
+    with pytest.raises(InputError, match="device: 'cuda' asked for, but torch sees no CUDA device.*--device cpu"):
+        probes.probe(str(run_dir), text=text, tokens=32, seq_len=16, tokenizer=CharTokenizer(), device="cuda")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (run on a lent device machine)")
+def test_probe_on_gpu_matches_cpu(tiny_run):
+    run_dir, text = tiny_run
+    kw = dict(text=text, tokens=64, seq_len=16, tokenizer=CharTokenizer(), dtype="float64")
+    cpu, gpu = (probes.probe(str(run_dir), device=d, **kw) for d in ("cpu", "cuda"))
+    assert (gpu.device == "cuda:0").all() and gpu.hardware.iloc[0] == torch.cuda.get_device_name(0)
+    np.testing.assert_allclose(gpu["mean"], cpu["mean"], rtol=1e-4, atol=1e-5)
+
+
 def test_too_little_text_fails_before_any_model_loads(tiny_run, monkeypatch):
     run_dir, text = tiny_run
 
@@ -597,6 +630,8 @@ def test_gemma3_mlp_out_is_the_post_feedforward_norm_output_in_every_backend():
     ("tokens", 100, "tokens=100 is less than one sequence of seq_len=512"),
     ("batch_size", 0, "batch_size >= 1"),
     ("tokenizer", CharTokenizer(), "tokenizer=.*a name for interp.data.get_tokenizer"),
+    ("device", "gpu", "device='gpu': write cpu, cuda or cuda:N"),
+    ("device", "cuda:x", "device='cuda:x': write cpu, cuda or cuda:N"),
 ])
 def test_probe_config_validation_names_the_field_and_the_allowed_values(field, value, message):
     cfg = probes.ProbeConfig(**{field: value})
@@ -663,7 +698,7 @@ def test_probe_and_batch_flags_are_generated_from_probe_config(monkeypatch):
 
     expected = {"--text", "--tokens", "--seq-len", "--batch-size", "--backend", "--positions", "--prepend-bos",
                 "--no-prepend-bos", "--dtype", "--metrics", "--reference", "--exclude-massive-dims", "--eps",
-                "--tokenizer", "--causal", "--no-causal"}
+                "--tokenizer", "--device", "--causal", "--no-causal"}
     assert probe_flags("probe") == probe_flags("batch") == expected
     # defaults: probe's are ProbeConfig's, batch's its own tokens / seq_len; both parse every flag the same way
     assert probe_config(build_parser().parse_args(["probe"])) == config.ProbeConfig()

@@ -67,6 +67,16 @@ def hardware() -> dict[str, object]:
     return info
 
 
+def hardware_label(device: object = "cpu", hw: dict | None = None) -> str:
+    """One table cell naming what computed a result: the GPU's name when `device` is a CUDA device, else the
+    CPU model, cores and native bf16 ("AMD EPYC (2 cores, bf16 native)"): float results differ between them.
+    hw: a recorded hardware() dict (a run's config.json), default this machine's."""
+    hw = hardware() if hw is None else hw
+    if str(device).startswith("cuda") and hw.get("cuda"):
+        return str(hw["cuda"])
+    return f"{hw.get('cpu')} ({hw.get('cores')} cores{', bf16 native' if hw.get('bf16_native') else ''})"
+
+
 def provenance() -> dict[str, object]:
     """One dict to store beside a checkpoint or a result table: packages, commit, hardware."""
     return {"packages": package_versions(), "git_commit": git_commit(), "hardware": hardware()}

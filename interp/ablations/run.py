@@ -29,10 +29,12 @@ DTYPES = {name: None if name == "float32" else torch_dtype(name) for name in DTY
 # Tidy output table, one row per condition. layers: "first-last" layers touched; n_tokens: predicted
 # tokens per condition (n_sequences * (seq_len - 1)); delta*: vs the baseline, paired over sequences;
 # fp32_baseline_loss: the baseline in fp32 (the bf16-autocast check; = the baseline loss when dtype=float32);
-# text_sha256: the full sha256 of the text (interp._util.io.text_sha256), as in the probe tables.
+# text_sha256: the full sha256 of the text (interp._util.io.text_sha256), as in the probe tables; device and
+# hardware: where the forwards ran (interp._util.provenance.hardware_label), as in the probe tables.
 COLUMNS = ("model", "kind", "label", "group", "layers", "fraction", "selection", "seed", "layer",
            "n_neurons_removed", "loss", "delta", "delta_ci_low", "delta_ci_high", "n_tokens", "n_sequences",
-           "seq_len", "score_tokens", "text_source", "text_sha256", "dtype", "fp32_baseline_loss", "packages")
+           "seq_len", "score_tokens", "text_source", "text_sha256", "dtype", "fp32_baseline_loss", "device", "hardware",
+           "packages")
 
 
 @dataclass
@@ -105,7 +107,8 @@ def run_pretrained_ablation(cfg: AblationConfig, loaded: Any = None,
     """
     import pandas as pd
 
-    from interp._util.provenance import versions_string
+    from interp._util.provenance import hardware_label, versions_string
+    from interp.probes.model_kinds import _probe_device
 
     cfg.validate()
     say = log or (lambda _msg: None)
@@ -161,5 +164,7 @@ def run_pretrained_ablation(cfg: AblationConfig, loaded: Any = None,
     df["text_sha256"] = seqs.sha256
     df["dtype"] = cfg.dtype
     df["fp32_baseline_loss"] = fp32_baseline if amp is not None else float(baseline.mean())
+    device = _probe_device(loaded)
+    df["device"], df["hardware"] = str(device), hardware_label(device)
     df["packages"] = versions_string()
     return df.reindex(columns=list(COLUMNS))

@@ -93,7 +93,7 @@ SORT_COLUMNS = ("run", "step", "path", "metric", "layer")
 PROBE_DEFAULTS = {"tokens": 2048, "seq_len": 256}
 # ProbeConfig fields added after batch tables were first written: they enter the settings hash only when
 # set, so the parts of earlier tables keep their keys (and are still skipped).
-LATER_SETTINGS = {"reference": "raw", "exclude_massive_dims": None, "causal": False}
+LATER_SETTINGS = {"reference": "raw", "exclude_massive_dims": None, "causal": False, "device": "cpu"}
 
 
 def default_probe_config() -> ProbeConfig:

@@ -51,6 +51,12 @@ def _model_device(model: nn.Module) -> torch.device:
         return torch.device("cpu")
 
 
+def _probe_device(model: Any) -> torch.device:
+    """Where a probed model computes: its weights' device (a LoadedModel's inner module), for the table."""
+    inner = model if isinstance(model, nn.Module) else getattr(model, "model", None)
+    return _model_device(inner) if isinstance(inner, nn.Module) else torch.device("cpu")
+
+
 def _model_label(model: Any) -> str:
     return getattr(model, "name", None) or type(model).__name__
 

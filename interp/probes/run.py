@@ -21,7 +21,8 @@ from interp.probes.config import ProbeConfig, exclusion_request, sequence_plan, 
 from interp.probes.massive import _residual_abs_mean
 from interp.probes.metrics import COMPUTE_DTYPES
 from interp._util.errors import InputError
-from interp.probes.model_kinds import _model_label, _vocab_size
+from interp._util.provenance import hardware_label
+from interp.probes.model_kinds import _model_label, _probe_device, _vocab_size
 from interp.probes.lens import LogitLens
 from interp.probes.names import DEFAULT_EPS, JACKKNIFE_GROUPS, LENS_METRICS, METRIC_NAMES, POSITIONS
 from interp.probes.table import to_frame
@@ -55,8 +56,10 @@ def accumulate(model: Any, batches: Iterable[Tensor | dict], backend: str = "tor
     metrics = with_reference(metrics, reference)
     k, given_dims = exclusion_request(exclude_massive_dims)
     plan = make_plan(model, backend, mlp_in="rho_mlp_normed" in metrics)
+    device = _probe_device(model)
     meta: dict[str, Any] = {"backend": backend, "mlp_out_site": plan.mlp_out_site, "hook_sites": plan.hook_sites,
-                            "dtype": dtype, "positions": positions, "eps": eps}
+                            "dtype": dtype, "positions": positions, "eps": eps, "device": str(device),
+                            "hardware": hardware_label(device)}
     if reference != "raw":
         meta["reference_mode"] = reference
     dims = given_dims
@@ -91,6 +94,34 @@ def probe_model(model: Any, batches: Iterable[Tensor | dict], backend: str = "to
     acc = accumulate(model, batches, backend, metrics, positions, dtype, eps, reference, exclude_massive_dims,
                      jackknife_groups)
     return to_frame(acc, **{"model": _model_label(model), **columns})
+
+
+def resolve_device(device: str) -> str:
+    """ProbeConfig.device as a torch device string ("cuda" = this rank's GPU under torchrun: LOCAL_RANK), checked
+    before any weights are read: InputError naming the field when this machine has no such device."""
+    if device == "cpu":
+        return device
+    import os
+
+    import torch
+
+    if not torch.cuda.is_available():
+        raise InputError(f"{device!r} asked for, but torch sees no CUDA device", field="device",
+                         fix="use --device cpu, or a torch build with CUDA on a machine with a GPU")
+    index, count = int(device.partition(":")[2] or os.environ.get("LOCAL_RANK", "0")), torch.cuda.device_count()
+    if index >= count:
+        raise InputError(f"{device!r}: this machine has {count} CUDA device(s)", field="device",
+                         fix=f"use cuda:0 .. cuda:{count - 1}")
+    return f"cuda:{index}"
+
+
+def to_device(model: Any, device: str) -> Any:
+    """A model we loaded (TaperedLM, HF module, LoadedModel), moved to a resolve_device() device."""
+    if device != "cpu":
+        from torch import nn
+
+        (model if isinstance(model, nn.Module) else model.model).to(device)
+    return model
 
 
 def _check_vocab(ids: list[int], model: Any, tokenizer: Any) -> None:
@@ -138,6 +169,7 @@ def probe(model: Any = "smollm2-135m", text: str | Path | None = None, *, config
     if text is not None:
         options["text"] = text
     cfg = ProbeConfig.build(config, **options).validate()  # cheap checks before touching any file
+    device = resolve_device(cfg.device)
     text_str, text_source = load_text(cfg.text)
     if tokenizer is None and cfg.tokenizer is not None:
         tokenizer = data.get_tokenizer(cfg.tokenizer)
@@ -157,7 +189,7 @@ def probe(model: Any = "smollm2-135m", text: str | Path | None = None, *, config
         checkpoint = ref.checkpoint
         tok = tokenizer if tokenizer is not None else ref.load_tokenizer()
         ids = check_ids(tok)
-        model_obj = ref.load()
+        model_obj = to_device(ref.load(), device)
         label = ref.label if ref.kind == "checkpoint" else str(model)
     else:
         model_obj = model

@@ -129,9 +129,9 @@ def hardware_label(config: dict) -> str | None:
     hw = (config.get("provenance") or {}).get("hardware") if isinstance(config, dict) else None
     if not isinstance(hw, dict):
         return None
-    if hw.get("cuda"):
-        return str(hw["cuda"])
-    return f"{hw.get('cpu')} ({hw.get('cores')} cores{', bf16 native' if hw.get('bf16_native') else ''})"
+    from interp._util.provenance import hardware_label as label
+
+    return label("cuda" if hw.get("cuda") else "cpu", hw)
 
 
 def _object(doc: dict, key: str, run_dir: Path) -> dict:
