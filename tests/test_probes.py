@@ -422,6 +422,10 @@ def test_probe_on_a_missing_gpu_fails_before_any_model_loads(tiny_run, monkeypat
     monkeypatch.setattr(checkpoints, "load_checkpoint", no_loading)
     with pytest.raises(InputError, match="device: 'cuda' asked for, but torch sees no CUDA device.*--device cpu"):
         probes.probe(str(run_dir), text=text, tokens=32, seq_len=16, tokenizer=CharTokenizer(), device="cuda")
+    from interp.cli import main
+
+    out = run_dir.parent / "batch.parquet"  # the batch refuses once, before any checkpoint, and writes nothing
+    assert main(["batch", str(run_dir), "--out", str(out), "--device", "cuda:1"]) != 0 and not out.exists()
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (run on a lent device machine)")

@@ -147,6 +147,9 @@ class BatchConfig:
             self.probe.validate()
         except ValueError as err:
             raise ValueError(f"BatchConfig.probe: {err}") from None
+        from interp.probes.run import resolve_device
+
+        resolve_device(self.probe.device)  # a missing GPU fails once, here, not once per checkpoint
         if not str(self.out).endswith(".parquet"):
             raise ValueError(f"BatchConfig.out={self.out!r}: the merged table is parquet; use a path ending "
                              "in .parquet (csv=True adds a CSV beside it)")
