@@ -12,9 +12,6 @@ import json
 import math
 import os
 import shutil
-import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -27,6 +24,7 @@ from interp.cli import main
 from interp.probes import batch
 from interp.training import TrainConfig, Trainer
 from tests.factories import tiny_hf, write_corpus
+from tests.launch import torchrun
 
 STEPS = [2, 4, 6, 8]
 SETTINGS = dict(tokens=64, seq_len=32, batch_size=2, metrics=("rho_mlp", "rho_block"), progress=False)
@@ -252,13 +250,9 @@ def test_torchrun_two_ranks_merge_automatically(env, tmp_path):
     run = copy_run(env, tmp_path)
     single = batch.run_batch(config(env, [run], tmp_path / "single.parquet")).table
     out = tmp_path / "ddp.parquet"
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", f"--master_port={port}",
-           "-m", "interp.cli", "batch", str(run), "--out", str(out), "--text", str(env[2]), "--tokens", "64",
-           "--seq-len", "32", "--batch-size", "2", "--metrics", "rho_mlp,rho_block", "--no-progress"]
-    proc = subprocess.run(cmd, env=env[3], capture_output=True, text=True, timeout=240, cwd=REPO_ROOT)
+    proc = torchrun(["-m", "interp.cli", "batch", str(run), "--out", str(out), "--text", str(env[2]), "--tokens",
+                     "64", "--seq-len", "32", "--batch-size", "2", "--metrics", "rho_mlp,rho_block", "--no-progress"],
+                    env=env[3], timeout=240)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "rank 0/2: 2 analysed" in proc.stdout and "rank 1/2: 2 analysed" in proc.stdout
     pd.testing.assert_frame_equal(pd.read_parquet(out), single)

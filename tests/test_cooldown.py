@@ -107,17 +107,16 @@ def test_branches_under_ddp_match_one_process(env, tmp_path):
     """`torchrun --nproc_per_node=2` with --cooldowns: both ranks take the branch together (no rank waits in a
     collective), rank 0 writes it, and it matches the one-process branch to float reduction order."""
     import json
-    import subprocess
 
-    from tests.test_train import PYTHON, REPO_ROOT, cli_args, free_port
+    from tests.launch import torchrun
+    from tests.test_train import cli_args
 
     corpus, environ, _ = env
     out = tmp_path / "ddp"
-    cmd = [PYTHON, "-m", "torch.distributed.run", "--nproc_per_node=2", "--nnodes=1", "--master_addr=127.0.0.1",
-           f"--master_port={free_port()}", "-m", "interp.cli.train",
-           *cli_args(corpus, out, "--steps", "12", "--warmup-steps", "2", "--lr-schedule", "wsd",
-                     "--cooldown-fraction", "0.5", "--cooldowns", "6", "--set", "eval_interval=6")]
-    proc = subprocess.run(cmd, cwd=REPO_ROOT, env=environ, capture_output=True, text=True, timeout=300)
+    proc = torchrun(["-m", "interp.cli.train",
+                     *cli_args(corpus, out, "--steps", "12", "--warmup-steps", "2", "--lr-schedule", "wsd",
+                               "--cooldown-fraction", "0.5", "--cooldowns", "6", "--set", "eval_interval=6")],
+                    env=environ)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     result = json.loads((out / RESULT_FILE).read_text())
     assert result["world_size"] == 2 and [c["step"] for c in result["cooldowns"]] == [6]

@@ -13,7 +13,6 @@ import json
 import math
 import os
 import re
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -28,6 +27,7 @@ from interp.training import TrainConfig, Trainer
 from interp.training.checkpoints import load_checkpoint, load_train_state, validate_checkpoint
 from interp.training.presets import PRESETS, dry_run
 from tests.factories import random_tokens, tiny_config, tiny_lm, write_corpus
+from tests.launch import free_port, torchrun
 
 PYTHON = sys.executable
 VOCAB = PRESETS["micro"]["vocab_size"]
@@ -67,12 +67,6 @@ def close(a: Path, b: Path, atol: float) -> None:
 def losses(run_dir: Path) -> list[float]:
     return [r["loss"] for r in map(json.loads, (run_dir / "log.jsonl").read_text().splitlines())
             if r["kind"] == "train"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 # ------------------------------------------------------------------------------------------ one process
@@ -311,11 +305,8 @@ def test_fsdp_cli_run_is_read_by_the_toolkit(env, tmp_path):
     from interp.probes import probe
 
     out = tmp_path / "fsdp"
-    cmd = [PYTHON, "-m", "torch.distributed.run", "--nproc_per_node=2", "--nnodes=1", "--master_addr=127.0.0.1",
-           f"--master_port={free_port()}", "-m", "interp.cli.train", "--preset", "micro", "--source", str(env[0]),
-           "--set", "val_fraction=0.25", "--threads", "1", "--steps", "3", "--parallel", "fsdp", "--out", str(out)]
-    proc = subprocess.run(cmd, check=False, cwd=REPO_ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True,
-                          text=True, timeout=300)
+    proc = torchrun(["-m", "interp.cli.train", "--preset", "micro", "--source", str(env[0]), "--set",
+                     "val_fraction=0.25", "--threads", "1", "--steps", "3", "--parallel", "fsdp", "--out", str(out)])
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert json.loads((out / RESULT_FILE).read_text())["parallel"] == "fsdp"
     model, _ = load_checkpoint(out)
@@ -333,12 +324,9 @@ def torchrun_train(env, out: Path, *extra: str, fault: str | None = None) -> sub
     environ.pop(FAULT_ENV, None)
     if fault:
         environ[FAULT_ENV] = fault
-    cmd = [PYTHON, "-m", "torch.distributed.run", "--nproc_per_node=2", "--nnodes=1", "--master_addr=127.0.0.1",
-           f"--master_port={free_port()}", "-m", "interp.cli.train", "--preset", "micro", "--source", str(env[0]),
-           "--set", "val_fraction=0.25", "--threads", "1", "--steps", "8", "--ckpt-interval", "2",
-           "--log-interval", "1", "--keep-step-checkpoints", "--parallel", "fsdp", "--out", str(out), *extra]
-    return subprocess.run(cmd, check=False, cwd=REPO_ROOT, env=environ, capture_output=True, text=True,
-                          timeout=300)
+    return torchrun(["-m", "interp.cli.train", "--preset", "micro", "--source", str(env[0]), "--set",
+                     "val_fraction=0.25", "--threads", "1", "--steps", "8", "--ckpt-interval", "2", "--log-interval",
+                     "1", "--keep-step-checkpoints", "--parallel", "fsdp", "--out", str(out), *extra], env=environ)
 
 
 @pytest.mark.integration

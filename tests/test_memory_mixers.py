@@ -21,6 +21,7 @@ import interp.model.mixers.memory as mm
 from interp.model import ModelConfig, TaperedLM, param_counts
 from interp.model.mixers import MIXERS
 from tests.factories import random_tokens, tiny_config, tiny_lm
+from tests.launch import torchrun
 
 MEMORY_MIXERS = ("titans", "titans_lmm", "hope_attention")
 # Small chunks so a 40-token sequence crosses several memory updates; the last Hope level (chunk
@@ -238,9 +239,7 @@ def _ddp_worker() -> None:
 def test_ddp_two_processes():
     repo = Path(__file__).resolve().parents[1]
     env = {**os.environ, "PYTHONPATH": str(repo), "OMP_NUM_THREADS": "1"}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master_port=29517",
-           str(Path(__file__).resolve())]
-    proc = subprocess.run(cmd, cwd=repo, env=env, capture_output=True, text=True, timeout=300)
+    proc = torchrun([str(Path(__file__).resolve())], env=env)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert proc.stdout.count("DDP_OK") == 2 * len(MEMORY_MIXERS)
 

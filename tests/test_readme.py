@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from interp._util.paths import REPO_ROOT
+from tests.launch import torchrun
 
 README = REPO_ROOT / "README.md"
 
@@ -100,18 +101,16 @@ def test_tour_runs(tmp_path, save_pretrained_dir, smollm2_tokenizer):
     text_file.write_text(heldout_text("wiki", "val")[:200_000])
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS": "2",
            "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])}
-    bin_dir = Path(sys.executable).parent
     ran = 0
     for argv in tour_commands():
         cmd = quick(argv, tmp_path, hf_dir, text_file)
         if cmd is None:
             continue
         if cmd[0] == "interp":
-            cmd = [sys.executable, "-m", "interp.cli", *cmd[1:]]
-        else:  # torchrun
-            cmd = [str(bin_dir / "torchrun"), *cmd[1:]]
-            cmd.insert(2, "--master_port=29531")
-        out = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+            out = subprocess.run([sys.executable, "-m", "interp.cli", *cmd[1:]], cwd=tmp_path, env=env,
+                                 capture_output=True, text=True, timeout=600)
+        else:  # torchrun: the README's flags, plus --standalone (a free port of its own)
+            out = torchrun(cmd[1:], env=env, cwd=tmp_path, nproc=None, timeout=600)
         assert out.returncode == 0, f"{' '.join(argv)}\n{out.stdout[-2000:]}\n{out.stderr[-3000:]}"
         ran += 1
     assert ran >= 15

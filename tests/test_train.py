@@ -8,7 +8,6 @@ import dataclasses
 import json
 import math
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -37,6 +36,7 @@ from interp.training.checkpoints import (
 )
 from interp.training.presets import PRESETS
 from tests.factories import tiny_lm
+from tests.launch import torchrun
 
 PYTHON = sys.executable
 
@@ -257,12 +257,6 @@ def test_rerun_of_finished_run_is_a_noop_and_mismatch_is_named(env, tmp_path):
 
 # ------------------------------------------------------------------------------------------ processes
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def cli_args(corpus: Path, out: Path, *extra: str) -> list[str]:
     return ["--preset", "micro", "--source", str(corpus), "--out", str(out), "--threads", "1",
             "--set", "val_fraction=0.25", "--set", "log_interval=1", *extra]
@@ -298,10 +292,7 @@ def test_sigterm_saves_a_resumable_checkpoint(env, tmp_path):
 def test_ddp_two_ranks_match_single_process(env, tmp_path):
     corpus, environ, _ = env
     out = tmp_path / "ddp"
-    cmd = [PYTHON, "-m", "torch.distributed.run", "--nproc_per_node=2", "--nnodes=1",
-           "--master_addr=127.0.0.1", f"--master_port={free_port()}", "-m", "interp.cli.train",
-           *cli_args(corpus, out, "--steps", "3")]
-    proc = subprocess.run(cmd, cwd=REPO_ROOT, env=environ, capture_output=True, text=True, timeout=300)
+    proc = torchrun(["-m", "interp.cli.train", *cli_args(corpus, out, "--steps", "3")], env=environ)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     result = json.loads((out / RESULT_FILE).read_text())
     assert result["world_size"] == 2 and result["status"] == "done"
