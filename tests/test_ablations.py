@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -336,12 +337,9 @@ def test_gpt2_conv1d_down_projection_masks_scores_and_skips(tokens):
         torch.testing.assert_close(scores[l], naive, atol=1e-6, rtol=1e-5)
 
 
-def test_our_checkpoint_through_the_cli(tmp_path, tiny_checkpoint):
-    """`interp ablate pretrained --model CKPT`: a TaperedLM with the tokenizer its config.json names."""
-    import pandas as pd
-
-    from interp.cli import main
-
+def checkpoint_argv(tmp_path: Path, tiny_checkpoint) -> tuple[list[str], Path]:
+    """A TaperedLM checkpoint with a word tokenizer, and the `interp ablate pretrained` argv that ablates it
+    (tables into tmp_path/fig); returns (argv, text file)."""
     words = "the quick brown fox jumps over lazy dog and runs far away".split()
     tok_file = word_tokenizer_json(tmp_path / "tokenizer.json", words, specials=("[UNK]", "<|endoftext|>"))
     model = tiny_lm(vocab_size=16, d_model=16, n_heads=2, d_mlp=[48, 32, 16], n_ctx=16, init_std=0.2)
@@ -351,7 +349,17 @@ def test_our_checkpoint_through_the_cli(tmp_path, tiny_checkpoint):
     argv = ["ablate", "pretrained", "--model", str(tmp_path / "run"), "--text", str(text), "--seq-len", "16",
             "--score-sequences", "2", "--eval-sequences", "3", "--batch-size", "2", "--fractions", "0.5",
             "--seeds", "0", "--skip-layers", "1", "--figures-dir", str(tmp_path / "fig")]
-    assert main(argv) == 0
+    return argv, text
+
+
+def test_our_checkpoint_through_the_cli(tmp_path, tiny_checkpoint):
+    """`interp ablate pretrained --model CKPT`: a TaperedLM with the tokenizer its config.json names."""
+    import pandas as pd
+
+    from interp.cli import main
+
+    argv, text = checkpoint_argv(tmp_path, tiny_checkpoint)
+    assert main([*argv, "--device", "cpu"]) == 0
     df = pd.read_csv(tmp_path / "fig" / "pretrained_capacity_ablation.csv")
     assert set(df.loc[df["kind"] == "neurons", "n_neurons_removed"]) == {24, 16, 8}   # half of each third's layer
     from interp.hf import resolve_model
@@ -362,3 +370,39 @@ def test_our_checkpoint_through_the_cli(tmp_path, tiny_checkpoint):
     direct = ab.run_pretrained_ablation(cfg, loaded=ref.load(), tokenizer=ref.load_tokenizer(), log=None)
     assert df["loss"].tolist() == pytest.approx(direct["loss"].tolist(), abs=1e-12)
     assert df["label"].tolist() == direct["label"].tolist()
+    assert set(df["device"]) == {"cpu"} and df["hardware"].nunique() == 1
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is present: the device exists")
+def test_a_missing_gpu_fails_before_any_model_loads(tmp_path, tiny_checkpoint, monkeypatch, capsys):
+    from interp.cli import main
+    from interp.training import checkpoints
+
+    argv, _ = checkpoint_argv(tmp_path, tiny_checkpoint)
+
+    def no_loading(*args, **kwargs):
+        raise AssertionError("a model was loaded before the device was checked")
+
+    monkeypatch.setattr(checkpoints, "load_checkpoint", no_loading)
+    assert main([*argv, "--device", "cuda"]) == 2
+    assert "device: 'cuda' asked for, but torch sees no CUDA device" in capsys.readouterr().err
+    assert not (tmp_path / "fig").exists()
+    with pytest.raises(ValueError, match="device='gpu': write cpu, cuda or cuda:N"):
+        ab.AblationConfig(device="gpu").validate()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (run on a lent device machine)")
+def test_ablation_on_gpu_matches_cpu(tmp_path, tiny_checkpoint):
+    import pandas as pd
+
+    from interp.cli import main
+
+    argv, _ = checkpoint_argv(tmp_path, tiny_checkpoint)
+    tables = {}
+    for device in ("cpu", "cuda"):
+        assert main([*argv, "--device", device, "--figures-dir", str(tmp_path / device)]) == 0
+        tables[device] = pd.read_csv(tmp_path / device / "pretrained_capacity_ablation.csv")
+    assert set(tables["cuda"]["device"]) == {"cuda:0"}
+    assert tables["cuda"]["hardware"].iloc[0] == torch.cuda.get_device_name(0)
+    assert tables["cuda"]["loss"].tolist() == pytest.approx(tables["cpu"]["loss"].tolist(), abs=1e-4)
+    assert tables["cuda"]["n_neurons_removed"].tolist() == tables["cpu"]["n_neurons_removed"].tolist()

@@ -206,10 +206,11 @@ for what, (extra, message) in {
         "text-too-short": (["--eval-sequences", "5000"], r"the text has 7000 tokens, but .* lower eval_sequences "
                                                          r"to at most 435"),
         "skip-layer-out-of-range": (["--skip-layers", "7"], r"skip_layers: layer 7 is out of range"),
+        "device-typo": (["--device", "gpu"], r"device='gpu': write cpu, cuda or cuda:N"),
         "missing-model": (["--model", "{tmp}/nonexistent"], r"nonexistent: no such file or directory"),
         "figures-dir-is-a-file": (["--figures-dir", "{tmp}/text.txt"], r"--figures-dir .*text.txt is a file"),
 }.items():
-    Case(f"exp-pretrained-{what}", item="12" if "threads" in what else "11", argv=[*PRETRAINED, *extra],
+    Case(f"exp-pretrained-{what}", item="12" if "threads" in what else "new" if "device" in what else "11", argv=[*PRETRAINED, *extra],
          setup=checkpoint, message=rf"interp ablate pretrained: .*{message}" if "argument" not in message
          else message)
 

@@ -317,6 +317,11 @@ Case("models-probe-threads-negative", item="12", setup=_checkpoint,
      argv=["probe", "--model", "good1", "--threads", "-2", *PROBE], message=r"argument --threads: '-2': give a number")
 Case("models-batch-threads-negative", item="12", setup=_checkpoint,
      argv=["batch", "good1", "--threads", "-2", "--out", "w.parquet", *BATCH], message=r"argument --threads: '-2'")
+Case("models-probe-device-typo", item="new", setup=_checkpoint,
+     argv=["probe", "--model", "good1", "--device", "gpu", *PROBE], message=r"device='gpu': write cpu, cuda or cuda:N")
+Case("models-batch-device-typo", item="new", setup=_checkpoint,
+     argv=["batch", "good1", "--device", "cuda:x", "--out", "w.parquet", *BATCH],
+     message=r"device='cuda:x': write cpu, cuda or cuda:N")
 Case("models-batch-hf-config-corrupt", item="12", setup=_hf_broken("json"), rc=1,
      argv=["batch", "hf", "--out", "w.parquet", *BATCH], message=r"hf/config.json: not valid JSON",
      may_change=TABLE + CACHE)

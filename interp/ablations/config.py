@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from interp._util.config import comma_list, option
+from interp._util.devices import check_device_name, device_option
 from interp._util.dtypes import dtype_names
 
 GROUPS = ("early", "middle", "late")
@@ -66,6 +67,7 @@ class AblationConfig:
     # masks act on the MLP only; sdpa is faster than eager and exact enough
     attn_implementation: str = option("sdpa", "sdpa | eager (Hugging Face models)", choices=ATTN_IMPLEMENTATIONS)
     threads: int | None = option(None, "torch.set_num_threads (default: torch's)")
+    device: str = device_option()
     confidence: float = option(0.95, "level of the Student-t intervals")
     trust_remote_code: bool = option(False, "let a Hugging Face directory whose config.json has an auto_map run "
                                             "its own Python files (refused otherwise; never asked)")
@@ -76,6 +78,7 @@ class AblationConfig:
             raise ValueError(f"dtype={self.dtype!r}: choose one of {DTYPE_NAMES}")
         if self.attn_implementation not in ATTN_IMPLEMENTATIONS:
             raise ValueError(f"attn_implementation={self.attn_implementation!r}: choose one of {ATTN_IMPLEMENTATIONS}")
+        check_device_name(self.device)
         for name in ("seq_len", "score_sequences", "eval_sequences", "batch_size"):
             value = getattr(self, name)
             if not _is_int(value) or value < (2 if name == "seq_len" else 1):

@@ -101,21 +101,25 @@ def run_pretrained_ablation(cfg: AblationConfig, loaded: Any = None,
 
     loaded: an already-loaded model (LoadedModel, HF causal LM, TaperedLM; tests, notebooks); None loads
         `cfg.model` through interp.hf.resolve_model: a registry name, .gguf, HF directory, hub id or one of
-        our checkpoints (with the tokenizer it was trained with).
+        our checkpoints (with the tokenizer it was trained with), then moves it to `cfg.device`; a model passed
+        in stays where it is (rows record where it ran either way).
     tokenizer: the tokenizer, when `loaded` carries none (a bare HF model or a TaperedLM).
     log: progress lines (condition, loss, elapsed, ETA); None for silence.
     """
     import pandas as pd
 
+    from interp._util.devices import resolve_device, to_device
     from interp._util.provenance import hardware_label, versions_string
     from interp.probes.model_kinds import _probe_device
 
     cfg.validate()
+    device = resolve_device(cfg.device)  # a missing GPU fails here, before any weights are read
     say = log or (lambda _msg: None)
     if cfg.threads:
         torch.set_num_threads(int(cfg.threads))
     if loaded is None:
         loaded, tokenizer = _load(cfg.model, cfg.attn_implementation, cfg.trust_remote_code)
+        loaded = to_device(loaded, device)
     tokenizer = tokenizer if tokenizer is not None else getattr(loaded, "tokenizer", None)
     if tokenizer is None:
         raise ValueError(f"run_pretrained_ablation: {type(loaded).__name__} carries no tokenizer; pass tokenizer=")
@@ -164,7 +168,7 @@ def run_pretrained_ablation(cfg: AblationConfig, loaded: Any = None,
     df["text_sha256"] = seqs.sha256
     df["dtype"] = cfg.dtype
     df["fp32_baseline_loss"] = fp32_baseline if amp is not None else float(baseline.mean())
-    device = _probe_device(loaded)
-    df["device"], df["hardware"] = str(device), hardware_label(device)
+    ran_on = _probe_device(loaded)
+    df["device"], df["hardware"] = str(ran_on), hardware_label(ran_on)
     df["packages"] = versions_string()
     return df.reindex(columns=list(COLUMNS))

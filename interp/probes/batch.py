@@ -147,7 +147,7 @@ class BatchConfig:
             self.probe.validate()
         except ValueError as err:
             raise ValueError(f"BatchConfig.probe: {err}") from None
-        from interp.probes.run import resolve_device
+        from interp._util.devices import resolve_device
 
         resolve_device(self.probe.device)  # a missing GPU fails once, here, not once per checkpoint
         if not str(self.out).endswith(".parquet"):

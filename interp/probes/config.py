@@ -13,12 +13,12 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from interp._util.config import option, reject_unknown_keys
+from interp._util.devices import check_device_name, device_option
 from interp.probes.names import (
     ALL_METRIC_NAMES,
     BACKENDS,
@@ -30,7 +30,6 @@ from interp.probes.names import (
 )
 
 
-DEVICE_PATTERN = re.compile(r"cpu|cuda(:\d+)?")
 
 
 class OptionParseError(ValueError, argparse.ArgumentTypeError):
@@ -67,9 +66,7 @@ class ProbeConfig:
         "pass), or a comma list of dims", parse=parse_exclude_dims, metavar="K|D[,D]")
     eps: float = option(DEFAULT_EPS, "floor of |a||b| in every cosine (a zero vector gives 0, not NaN)")
     tokenizer: str | None = option(None, "tokenizer name for interp.data.get_tokenizer, overriding the model's own")
-    device: str = option("cpu", "where a model given by name or path runs: cpu, cuda (under torchrun the rank's "
-                         "own GPU) or cuda:N; the metric math follows it. A model object passed in stays where it is",
-                         metavar="DEVICE")
+    device: str = device_option()
     causal: bool = option(False, "also the causal rows (interp.ablations.layers): per layer, delta loss when its "
                           "MLP is skipped, mean-ablated, or its attention skipped; 1 + 3 x n_layers more forwards")
 
@@ -94,8 +91,7 @@ class ProbeConfig:
                              "or None; pass a tokenizer object to interp.probes.probe(..., tokenizer=obj) instead")
         if self.text is not None and not isinstance(self.text, str):
             raise ValueError(f"text={self.text!r}: a text file path, a corpus name, or None (held-out wiki)")
-        if not isinstance(self.device, str) or not DEVICE_PATTERN.fullmatch(self.device):
-            raise ValueError(f"device={self.device!r}: write cpu, cuda or cuda:N (N the GPU's index)")
+        check_device_name(self.device)
         sequence_plan(self.tokens, self.seq_len, self.batch_size, self.prepend_bos)
         return self
 

@@ -20,6 +20,7 @@ from interp.probes.backends.choice import make_plan
 from interp.probes.config import ProbeConfig, exclusion_request, sequence_plan, too_little_text, with_reference
 from interp.probes.massive import _residual_abs_mean
 from interp.probes.metrics import COMPUTE_DTYPES
+from interp._util.devices import resolve_device, to_device
 from interp._util.errors import InputError
 from interp._util.provenance import hardware_label
 from interp.probes.model_kinds import _model_label, _probe_device, _vocab_size
@@ -94,34 +95,6 @@ def probe_model(model: Any, batches: Iterable[Tensor | dict], backend: str = "to
     acc = accumulate(model, batches, backend, metrics, positions, dtype, eps, reference, exclude_massive_dims,
                      jackknife_groups)
     return to_frame(acc, **{"model": _model_label(model), **columns})
-
-
-def resolve_device(device: str) -> str:
-    """ProbeConfig.device as a torch device string ("cuda" = this rank's GPU under torchrun: LOCAL_RANK), checked
-    before any weights are read: InputError naming the field when this machine has no such device."""
-    if device == "cpu":
-        return device
-    import os
-
-    import torch
-
-    if not torch.cuda.is_available():
-        raise InputError(f"{device!r} asked for, but torch sees no CUDA device", field="device",
-                         fix="use --device cpu, or a torch build with CUDA on a machine with a GPU")
-    index, count = int(device.partition(":")[2] or os.environ.get("LOCAL_RANK", "0")), torch.cuda.device_count()
-    if index >= count:
-        raise InputError(f"{device!r}: this machine has {count} CUDA device(s)", field="device",
-                         fix=f"use cuda:0 .. cuda:{count - 1}")
-    return f"cuda:{index}"
-
-
-def to_device(model: Any, device: str) -> Any:
-    """A model we loaded (TaperedLM, HF module, LoadedModel), moved to a resolve_device() device."""
-    if device != "cpu":
-        from torch import nn
-
-        (model if isinstance(model, nn.Module) else model.model).to(device)
-    return model
 
 
 def _check_vocab(ids: list[int], model: Any, tokenizer: Any) -> None:

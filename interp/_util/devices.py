@@ -1,0 +1,56 @@
+"""Where a model given by name runs: the `device` option (declared once, for ProbeConfig and AblationConfig),
+its cheap check, and the move after loading.
+
+Torch is imported only when a GPU is asked for, so configs and `--help` stay torch-free.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from interp._util.config import option
+from interp._util.errors import InputError
+
+DEVICE_PATTERN = re.compile(r"cpu|cuda(:\d+)?")
+
+
+def device_option() -> Any:
+    """The `device` field of a config (-> `--device` on its command)."""
+    return option("cpu", "where a model given by name or path runs: cpu, cuda (under torchrun the rank's own GPU) "
+                  "or cuda:N; the math follows it. A model object passed in stays where it is", metavar="DEVICE")
+
+
+def check_device_name(device: Any) -> None:
+    """ValueError naming the field for anything but cpu, cuda or cuda:N (no torch; the GPU is resolve_device's)."""
+    if not isinstance(device, str) or not DEVICE_PATTERN.fullmatch(device):
+        raise ValueError(f"device={device!r}: write cpu, cuda or cuda:N (N the GPU's index)")
+
+
+def resolve_device(device: str) -> str:
+    """A config's device as a torch device string ("cuda" = this rank's GPU under torchrun: LOCAL_RANK), checked
+    before any weights are read: InputError naming the field when this machine has no such device."""
+    check_device_name(device)
+    if device == "cpu":
+        return device
+    import os
+
+    import torch
+
+    if not torch.cuda.is_available():
+        raise InputError(f"{device!r} asked for, but torch sees no CUDA device", field="device",
+                         fix="use --device cpu, or a torch build with CUDA on a machine with a GPU")
+    index, count = int(device.partition(":")[2] or os.environ.get("LOCAL_RANK", "0")), torch.cuda.device_count()
+    if index >= count:
+        raise InputError(f"{device!r}: this machine has {count} CUDA device(s)", field="device",
+                         fix=f"use cuda:0 .. cuda:{count - 1}")
+    return f"cuda:{index}"
+
+
+def to_device(model: Any, device: str) -> Any:
+    """A model we loaded (TaperedLM, HF module, LoadedModel: its .model), moved to a resolve_device() device."""
+    if device != "cpu":
+        from torch import nn
+
+        (model if isinstance(model, nn.Module) else model.model).to(device)
+    return model
