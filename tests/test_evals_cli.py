@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import torch
 
 from interp.cli import main
 from tests.badinput import Case, cases_of, check_case
@@ -58,6 +59,7 @@ def test_eval_over_a_run_dir_writes_one_row_per_checkpoint_task_metric_then_skip
     assert piqa["n"] == 2 and piqa["n_docs"] == 1838 and piqa["limit"] == 2 and piqa["num_fewshot"] == 0
     assert 0 <= piqa["value"] <= 1 and piqa["stderr"] >= 0 and len(piqa["data_sha256"]) == 64
     assert "lm_eval=0.4.13" in piqa["versions"] and '"cores"' in piqa["hardware"] and piqa["task_version"] == "1.0"
+    assert set(df["device"]) == {"cpu"}
     assert df[df["task"] == "wiki_heldout"]["value"].gt(1).all()                 # perplexities of a random model
 
     def no_load(*args, **kwargs):
@@ -138,6 +140,8 @@ Case("eval-limit-must-be-positive", item="new", argv=["eval", "smollm2-135m", "-
      message=r"^interp eval: --limit: must be at least 1")
 Case("eval-niah-lengths-must-be-positive", item="new", argv=["eval", "smollm2-135m", "--niah-lengths", "0,1024"],
      message=r"^interp eval: --niah-lengths: need positive lengths")
+Case("eval-device-typo", item="new", argv=["eval", "smollm2-135m", "--device", "gpu"],
+     message=r"^interp eval: device='gpu': write cpu, cuda or cuda:N")
 
 
 @pytest.mark.parametrize("case", cases_of("eval-"), ids=lambda c: c.id)
@@ -197,3 +201,29 @@ def test_the_interp_model_class_is_registered_and_loads_a_checkpoint_dir(tmp_pat
     assert lm.max_length == 256 and lm.batch_size == 4 and lm.tok_encode("the cat") == lm.tokenizer.encode("the cat")
     with pytest.raises(ValueError, match="not one of our checkpoints"):
         InterpLM(pretrained="smollm2-135m")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is present: the device exists")
+def test_a_missing_gpu_is_refused_before_any_model_or_table(tmp_path, bpe, monkeypatch, capsys):
+    from interp.evals.lm import InterpLM
+
+    ckpt = english_checkpoint(tmp_path / "ckpt", bpe)
+    monkeypatch.setattr(eval_run, "load_lm", lambda *a, **k: (_ for _ in ()).throw(AssertionError("loaded")))
+    out = tmp_path / "results" / "e.parquet"
+    assert eval_main(str(ckpt), "--tasks", "piqa", "--limit", "2", "--device", "cuda", "--out", str(out)) == 2
+    assert "device: 'cuda' asked for, but torch sees no CUDA device" in capsys.readouterr().err
+    assert not (tmp_path / "results").exists()
+    with pytest.raises(ValueError, match="no CUDA device"):   # lm_eval --model interp --device cuda
+        InterpLM(pretrained=str(ckpt), device="cuda")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (run on a lent device machine)")
+def test_eval_on_gpu_matches_cpu(tmp_path, bpe):
+    ckpt = english_checkpoint(tmp_path / "ckpt", bpe)
+    tables = {}
+    for device in ("cpu", "cuda"):
+        out = tmp_path / device / "e.parquet"
+        assert eval_main(str(ckpt), "--tasks", "piqa,wiki", "--limit", "4", "--device", device, "--out", str(out)) == 0
+        tables[device] = pd.read_parquet(out).set_index(["task", "metric"])
+    assert set(tables["cuda"]["device"]) == {"cuda:0"}
+    assert tables["cuda"]["value"].to_numpy() == pytest.approx(tables["cpu"]["value"].to_numpy(), rel=1e-4)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from interp._util.config import comma_list, option, reject_unknown_keys
+from interp._util.devices import check_device_name, device_option
 from interp._util.errors import InputError
 from interp.evals.niah import DEFAULT_LENGTHS, DEFAULT_SAMPLES, TOKENS_TO_GENERATE
 
@@ -39,6 +40,7 @@ class EvalConfig:
                       "OUT.parts/ and skipped by a rerun")
     csv: bool = option(False, "also write OUT as CSV beside the parquet file")
     threads: int = option(0, "torch.set_num_threads (0: torch's default)")
+    device: str = device_option()
 
     def validate(self) -> None:
         """Cheap checks before any file is read (InputError naming the flag)."""
@@ -56,6 +58,7 @@ class EvalConfig:
             raise InputError("--num-fewshot, --bootstrap-iters and --threads must be >= 0")
         if not self.niah_lengths or min(self.niah_lengths) < 1:
             raise InputError(f"need positive lengths, got {self.niah_lengths}", field="--niah-lengths")
+        check_device_name(self.device)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -55,6 +55,8 @@ class InterpLM(TemplateLM):
     """One of our TaperedLMs with the TextTokenizer it was trained with, as an lm-eval LM.
 
     pretrained: a checkpoint directory (lm_eval's --model_args), or pass model= and tokenizer= objects.
+    device: where a checkpoint loaded from `pretrained` runs (cpu, cuda, cuda:N; lm_eval's --device); a model
+        passed in stays where it is.
     softmax_dtype: dtype of the log-softmax (float32; float64 for reference checks), like HFLM's option.
     """
 
@@ -63,8 +65,11 @@ class InterpLM(TemplateLM):
                  softmax_dtype: str | torch.dtype = "float32", max_gen_toks: int = DEFAULT_MAX_GEN_TOKS,
                  device: str | None = None, **_ignored: Any) -> None:
         super().__init__()
-        if model is None:
+        if model is None:   # `lm_eval --model interp --model_args pretrained=DIR --device cuda`: lm-eval's device=
+            from interp._util.devices import resolve_device, to_device
+
             model, tokenizer = _load_checkpoint(pretrained, tokenizer)
+            model = to_device(model, resolve_device(device or "cpu"))
         if tokenizer is None:
             raise InputError("InterpLM(model=...) needs tokenizer= too (the TextTokenizer the model was trained with)")
         if isinstance(tokenizer, str):

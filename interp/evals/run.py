@@ -129,7 +129,10 @@ class EvalRunner:
 
     def __init__(self, cfg: EvalConfig):
         cfg.validate()
+        from interp._util.devices import resolve_device
+
         self.cfg = cfg
+        self.device = resolve_device(cfg.device)   # a missing GPU fails here, before any model or table is touched
         self.tasks = parse_tasks(cfg.tasks)
         require_packages(self.tasks)
         self.out = Path(cfg.out)
@@ -152,6 +155,8 @@ class EvalRunner:
         if task in NIAH_VARIANTS:
             settings.update(niah_lengths=list(cfg.niah_lengths), niah_samples=cfg.limit or cfg.niah_samples,
                             niah_gen_tokens=cfg.niah_gen_tokens, seed=NIAH_SEED)
+        if self.device != "cpu":   # a GPU's numbers are their own pair; cpu keeps the keys tables had before
+            settings["device"] = self.device
         return settings
 
     @staticmethod
@@ -199,7 +204,7 @@ class EvalRunner:
         print(f"[eval] {target.model} ({target.kind}{', ' + target.checkpoint if target.checkpoint else ''}): "
               f"{', '.join(t for t, _ in pending)}", file=sys.stderr, flush=True)
         try:
-            lm, max_length = load_lm(target, self.cfg.batch_size)
+            lm, max_length = load_lm(target, self.cfg.batch_size, self.device)
         except USER_ERRORS as err:
             for task, key in pending:
                 self._write_failure(target, task, key, model_key, f"cannot load the model: {one_line(err)}", result)
@@ -232,7 +237,8 @@ class EvalRunner:
                 "limit": self.cfg.limit if self.cfg.limit is not None else math.nan, "status": "ok", "error": "",
                 "data_source": "interp.evals.niah (generated)" if task in NIAH_VARIANTS else data_source(task),
                 "data_sha256": self.data_sha256(task), "lm_eval_version": importlib.metadata.version("lm_eval"),
-                "versions": _versions(), "hardware": table.hardware_json(hardware()), "git_commit": git_commit(),
+                "versions": _versions(), "device": self.device, "hardware": table.hardware_json(hardware()),
+                "git_commit": git_commit(),
                 "key": key, "model_key": model_key, "elapsed_s": elapsed}
 
     def _write_failure(self, target: EvalTarget, task: str, key: str, model_key: str, error: str,
@@ -313,18 +319,19 @@ def quiet_lm_eval() -> None:
         logging.getLogger(name).setLevel(logging.ERROR)
 
 
-def load_lm(target: EvalTarget, batch_size: int) -> tuple[Any, int]:
+def load_lm(target: EvalTarget, batch_size: int, device: str = "cpu") -> tuple[Any, int]:
     """(lm-eval LM, its context length): InterpLM for our checkpoints, HFLM around the loaded model for the
-    rest (sdpa attention: the numbers `lm_eval --model hf` would give)."""
+    rest (sdpa attention: the numbers `lm_eval --model hf` would give), on `device` (a resolve_device string)."""
+    from interp._util.devices import to_device
     from interp.evals.lm import InterpLM, hf_lm
     from interp.hf.resolve import resolve_model
 
     ref = resolve_model(target.spec)
     if ref.kind == "checkpoint":
         tokenizer = ref.load_tokenizer()
-        lm = InterpLM(model=ref.load(), tokenizer=tokenizer, batch_size=batch_size)
+        lm = InterpLM(model=to_device(ref.load(), device), tokenizer=tokenizer, batch_size=batch_size)
         return lm, lm.max_length
-    lm = hf_lm(ref.load(attn_implementation="sdpa"), batch_size=batch_size)
+    lm = hf_lm(to_device(ref.load(attn_implementation="sdpa"), device), batch_size=batch_size)
     return lm, int(lm.max_length)
 
 

@@ -4,7 +4,8 @@ the needle-in-a-haystack tasks), with stderr, n, provenance; the paper's 8-task 
 Columns (TABLE_COLUMNS): model, checkpoint, run, label (our checkpoints' config.json label, e.g. "uniform"),
 step, kind, task, metric, value, stderr, n, n_docs,
 num_fewshot, limit, context_length, depth, status, error, task_version, data_source, data_sha256,
-lm_eval_version, versions, hardware, git_commit, key, model_key, elapsed_s.
+lm_eval_version, versions, device (cpu, cuda:N: where the model ran), hardware (JSON of this machine's CPU and
+GPU), git_commit, key, model_key, elapsed_s.
 status is "ok", "failed" (error says why; the pair is retried by a rerun) or "skipped" (a needle length
 beyond the model's context: error says so; nothing is truncated).
 """
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
 
 TABLE_COLUMNS = ("model", "checkpoint", "run", "label", "step", "kind", "task", "metric", "value", "stderr", "n",
                  "n_docs", "num_fewshot", "limit", "context_length", "depth", "status", "error", "task_version",
-                 "data_source", "data_sha256", "lm_eval_version", "versions", "hardware", "git_commit", "key",
+                 "data_source", "data_sha256", "lm_eval_version", "versions", "device", "hardware", "git_commit", "key",
                  "model_key", "elapsed_s")
 SORT_COLUMNS = ("run", "model", "step", "checkpoint", "task", "metric", "context_length", "depth")
 PARTS_SUFFIX = ".parts"
