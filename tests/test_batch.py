@@ -102,6 +102,47 @@ def test_expand_paths_rules(env, tmp_path):
         batch.expand_paths([empty])
 
 
+def test_select_checkpoints_final_steps_and_errors(env, tmp_path, capsys):
+    """--checkpoints: all; final = each run's last model; steps; both; a step no run has is an error that lists
+    the steps there are, a run without it a note; pretrained models and HF dirs always stay."""
+    one, two = copy_run(env, tmp_path, "r1"), copy_run(env, tmp_path, "r2")
+    shutil.copy(one / "checkpoints" / "step_000002" / WEIGHTS_FILE, one / WEIGHTS_FILE)  # r1's final differs
+    shutil.rmtree(two / "checkpoints" / "step_000004")
+    hf = tmp_path / "hf"
+    hf.mkdir()
+    (hf / CONFIG_FILE).write_text('{"model_type": "llama"}')
+    (hf / WEIGHTS_FILE).write_bytes(b"x")
+    targets = batch.expand_paths([one, two, hf])
+    assert batch.select_checkpoints(targets, "all") == targets
+
+    def picked(which: str) -> list[tuple[str, float]]:
+        return [(t.path.relative_to(tmp_path).as_posix(), t.step) for t in batch.select_checkpoints(targets, which)]
+
+    final = picked("final")
+    assert final[0][0] == "runs/r1" and math.isnan(final[0][1])                  # r1's own final model
+    assert final[1:] == [("runs/r2/checkpoints/step_000008", 8), ("hf", final[2][1])]  # r2's final = its step 8
+    assert [x for x in picked("4,6") if x[0] != "hf"] == [("runs/r1/checkpoints/step_000004", 4),
+                                                          ("runs/r1/checkpoints/step_000006", 6),
+                                                          ("runs/r2/checkpoints/step_000006", 6)]
+    assert "runs/r2: no checkpoint at step 4 (it has 2, 6, 8)" in capsys.readouterr().err
+    assert [x[0] for x in picked("final,2")] == ["runs/r1/checkpoints/step_000002", "runs/r1",
+                                                 "runs/r2/checkpoints/step_000002", "runs/r2/checkpoints/step_000008",
+                                                 "hf"]
+    with pytest.raises(ValueError, match=r"no checkpoint at step 5 under the PATHs; steps found: 2, 4, 6, 8"):
+        batch.select_checkpoints(targets, "5")
+    with pytest.raises(ValueError, match=r"'last' is neither 'final' nor a step number"):
+        batch.select_checkpoints(targets, "final,last")
+    assert batch.select_checkpoints(targets[-1:], "5") == targets[-1:]   # pretrained alone: nothing to pick
+    with pytest.raises(ValueError, match=r"BatchConfig.checkpoints='-1'"):
+        config(env, [one], tmp_path / "b.parquet", checkpoints="-1").validate()
+    from interp.cli import main
+
+    capsys.readouterr()
+    assert main(["batch", str(one), str(two), "--dry-run", "--checkpoints", "final"]) == 0
+    assert [line.split()[1] for line in capsys.readouterr().out.splitlines()] == [
+        str(one), str(two / "checkpoints" / "step_000008")]
+
+
 def test_file_hash_is_streamed_and_cached_by_size_and_mtime(tmp_path, private_cache):
     import hashlib
 

@@ -72,6 +72,16 @@ def test_eval_over_a_run_dir_writes_one_row_per_checkpoint_task_metric_then_skip
     assert pd.read_parquet(out).equals(df)
 
 
+def test_checkpoints_picks_the_final_model_or_steps_of_a_run(tmp_path, bpe):
+    run = make_run(tmp_path, bpe)
+    for which, expected in (("final", [str(run)]), ("4", [str(run / "checkpoints" / "step_000004")])):
+        out = tmp_path / which / "e.parquet"
+        assert eval_main(str(run), "--tasks", "wiki", "--limit", "2", "--checkpoints", which, "--out", str(out)) == 0
+        assert sorted(pd.read_parquet(out)["checkpoint"].unique()) == expected
+    assert eval_main(str(run), "--tasks", "wiki", "--checkpoints", "3", "--out", str(tmp_path / "e.parquet")) == 2
+    assert not (tmp_path / "e.parquet").exists()
+
+
 def test_an_interrupted_eval_resumes_where_it_stopped(tmp_path, bpe, monkeypatch):
     ckpt = english_checkpoint(tmp_path / "ckpt", bpe)
     out = tmp_path / "eval.parquet"
@@ -142,6 +152,8 @@ Case("eval-niah-lengths-must-be-positive", item="new", argv=["eval", "smollm2-13
      message=r"^interp eval: --niah-lengths: need positive lengths")
 Case("eval-device-typo", item="new", argv=["eval", "smollm2-135m", "--device", "gpu"],
      message=r"^interp eval: device='gpu': write cpu, cuda or cuda:N")
+Case("eval-checkpoints-typo", item="new", argv=["eval", "smollm2-135m", "--checkpoints", "last"],
+     message=r"^interp eval: --checkpoints: 'last' is neither 'final' nor a step number")
 
 
 @pytest.mark.parametrize("case", cases_of("eval-"), ids=lambda c: c.id)

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     from interp.probes import batch, config  # torch-free: --help stays fast
+    from interp.probes.expand import CHECKPOINTS_HELP
 
     parser = subparsers.add_parser("batch", help="probe many checkpoints into one resumable table",
                                    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -36,6 +37,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     # every option of `interp probe`, with the batch's own defaults (tokens 2048, seq_len 256)
     add_arguments(parser.add_argument_group(PROBE_GROUP), config.ProbeConfig, defaults=batch.PROBE_DEFAULTS)
     add_loader_arguments(parser)
+    parser.add_argument("--checkpoints", default="all", metavar="all|final|S[,S]", help=CHECKPOINTS_HELP)
     parser.add_argument("--follow-symlinks", action="store_true",
                         help="follow symlinks that lead out of a PATH's tree (each directory is visited once)")
     parser.add_argument("--csv", action="store_true", help="also write OUT as CSV beside the parquet file")
@@ -55,7 +57,7 @@ def config_from_args(args: argparse.Namespace) -> BatchConfig:
     probe = config.ProbeConfig.build(default_probe_config(), **given_options(config.ProbeConfig, args))
     return BatchConfig(paths=list(args.paths), out=str(args.out), probe=probe, csv=args.csv,
                        progress=not args.no_progress, threads=args.threads, follow_symlinks=args.follow_symlinks,
-                       trust_remote_code=args.trust_remote_code)
+                       checkpoints=args.checkpoints, trust_remote_code=args.trust_remote_code)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -66,7 +68,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"[batch] merged {len(df)} rows from {batch.parts_dir(args.out)} into {args.out}")
         return _report_failed_rows(df)
     if args.dry_run:
-        for t in batch.expand_paths(args.paths, follow_symlinks=args.follow_symlinks):
+        for t in batch.select_checkpoints(batch.expand_paths(args.paths, follow_symlinks=args.follow_symlinks),
+                                          args.checkpoints):
             step = "" if t.step != t.step else f" step={int(t.step)}"
             print(f"{t.kind:<10} {t.path}{f' run={t.run}' if t.run else ''}{step}")
         return 0

@@ -10,6 +10,7 @@ from interp._util.config import comma_list, option, reject_unknown_keys
 from interp._util.devices import check_device_name, device_option
 from interp._util.errors import InputError
 from interp.evals.niah import DEFAULT_LENGTHS, DEFAULT_SAMPLES, TOKENS_TO_GENERATE
+from interp.probes.expand import CHECKPOINTS_HELP, parse_checkpoints
 
 
 def _limit(text: str) -> int | None:
@@ -22,6 +23,7 @@ class EvalConfig:
 
     models: list[str] = option(default_factory=list, cli=False,
                                help="registry names, .gguf files, HF dirs, our checkpoints, run dirs or folders")
+    checkpoints: str = option("all", CHECKPOINTS_HELP, metavar="all|final|S[,S]")
     tasks: str = option("paper", "comma-separated tasks or groups: paper (wiki_heldout + the 8 commonsense "
                         "tasks), commonsense, niah, or names such as piqa,hellaswag")
     limit: int | None = option(None, "score only the first N documents of each task (lm-eval's --limit; for "
@@ -59,6 +61,10 @@ class EvalConfig:
         if not self.niah_lengths or min(self.niah_lengths) < 1:
             raise InputError(f"need positive lengths, got {self.niah_lengths}", field="--niah-lengths")
         check_device_name(self.device)
+        try:
+            parse_checkpoints(self.checkpoints)
+        except ValueError as err:
+            raise InputError(str(err).split(": ", 1)[1], field="--checkpoints") from None
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -76,10 +76,11 @@ class EvalTarget:
                               ).hexdigest()
 
 
-def expand_targets(models: list[str]) -> list[EvalTarget]:
-    """The models that MODEL arguments stand for (module docstring), each once, in order."""
+def expand_targets(models: list[str], checkpoints: str = "all") -> list[EvalTarget]:
+    """The models that MODEL arguments stand for (module docstring), each once, in order; `checkpoints` picks
+    which checkpoints of each run (interp.probes.expand.select_checkpoints)."""
     from interp.hf.resolve import resolve_model
-    from interp.probes.batch import expand_paths
+    from interp.probes.batch import expand_paths, select_checkpoints
 
     targets: list[EvalTarget] = []
     for spec in models:
@@ -94,7 +95,8 @@ def expand_targets(models: list[str]) -> list[EvalTarget]:
             ref = resolve_model(spec)   # a hub id; anything else raises with the fix
             found = [EvalTarget(spec, ref.kind, spec)]
         targets.extend(t for t in found if all(t.spec != s.spec for s in targets))
-    return targets
+    kept = {t.path for t in select_checkpoints([t.batch_target for t in targets if t.batch_target], checkpoints)}
+    return [t for t in targets if t.batch_target is None or t.batch_target.path in kept]
 
 
 @dataclass
@@ -170,7 +172,7 @@ class EvalRunner:
 
             torch.set_num_threads(self.cfg.threads)
         os.environ.setdefault("DISABLE_MULTIPROC", "1")   # lm-eval's bootstrap: no process pool on shared cores
-        targets = expand_targets(self.cfg.models)
+        targets = expand_targets(self.cfg.models, self.cfg.checkpoints)
         result = EvalResult(out=self.out)
         self.parts.mkdir(parents=True, exist_ok=True)
         with exclusive_lock(self.parts / ".lock", f"the eval table {self.out}"):

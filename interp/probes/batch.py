@@ -64,6 +64,8 @@ from interp.probes.expand import (  # noqa: F401 (re-exported: the batch's publi
     definition_sha256,
     expand_paths,
     file_sha256,
+    parse_checkpoints,
+    select_checkpoints,
     weights_sha256,
 )
 from interp.probes.outputs import check_output
@@ -114,6 +116,7 @@ class BatchConfig:
     rank: int | None = None               # default: $RANK (0)
     world_size: int | None = None         # default: $WORLD_SIZE (1)
     follow_symlinks: bool = False         # follow symlinks out of a PATH's tree (each directory once anyway)
+    checkpoints: str = "all"              # which checkpoints of each run (interp.probes.expand.CHECKPOINTS_HELP)
     trust_remote_code: bool = False       # let HF dirs with an auto_map run their own code (a loader option)
 
     def __post_init__(self) -> None:
@@ -156,6 +159,10 @@ class BatchConfig:
         if isinstance(self.threads, bool) or not isinstance(self.threads, int) or self.threads < 0:
             raise ValueError(f"BatchConfig.threads={self.threads!r}: give a number of threads >= 1, or 0 for "
                              "torch's default")
+        try:
+            parse_checkpoints(self.checkpoints)
+        except ValueError as err:
+            raise ValueError(f"BatchConfig.{err}") from None
         check_outputs(self.out, self.csv)
 
     def settings(self, text_sha256: str, tokenizer_sha256: str = "") -> dict[str, Any]:
@@ -387,7 +394,8 @@ class BatchRunner:
             torch.set_num_threads(cfg.threads)
         from interp.probes.text import load_text
 
-        targets = expand_paths(cfg.paths, follow_symlinks=cfg.follow_symlinks)  # a bad PATH fails first
+        targets = select_checkpoints(expand_paths(cfg.paths, follow_symlinks=cfg.follow_symlinks),  # a bad PATH
+                                     cfg.checkpoints)                                               # fails first
         text, _ = load_text(cfg.probe.text)
         settings = settings_hash(cfg.settings(text_sha256(text), _tokenizer_sha256(cfg.probe.tokenizer)))
         del text

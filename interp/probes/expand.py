@@ -23,6 +23,9 @@ PATH expansion (expand_paths), applied to each PATH in order:
                                               and `*.parts` folders are skipped
   A path reached twice is analysed once. A PATH that does not exist, or holds nothing to analyse, is an
   error before anything runs.
+  Which checkpoints of a run (select_checkpoints, `--checkpoints`): all (the default), final (each run's last
+  model: the final one, or its latest step checkpoint while it trains), step numbers (100,200), or both
+  (final,100); pretrained models and HF dirs are always kept.
   Symlinks: each directory is visited once, by its real path (so `ln -s . t/a` cannot loop), and a symlink
   whose target lies outside the PATH given is not followed (a note on stderr says so) unless
   follow_symlinks=True (`--follow-symlinks`). A PATH given as a symlink is its target's tree.
@@ -51,7 +54,7 @@ from interp._util.paths import CONFIG_FILE, WEIGHTS_FILE, cache_dir
 from interp.hf.registry import REGISTRY
 from interp.hf.resolve import resolve_model
 
-__all__ = ["Target", "expand_paths", "file_sha256", "weights_sha256", "definition_sha256", "KINDS", "GGUF_SUFFIX",
+__all__ = ["Target", "expand_paths", "select_checkpoints", "parse_checkpoints", "CHECKPOINTS_HELP", "file_sha256", "weights_sha256", "definition_sha256", "KINDS", "GGUF_SUFFIX",
            "PARTS_SUFFIX", "STEP_DIR", "HF_WEIGHT_PATTERNS"]
 
 KINDS = ("checkpoint", "hf_dir", "gguf")
@@ -61,6 +64,8 @@ STEP_DIR = re.compile(r"step_(\d+)")
 HF_WEIGHT_PATTERNS = ("*.safetensors", "*.bin")
 BUILTIN_TOKENIZERS = ("bpe", "smollm2", "gpt2")   # interp.data.get_tokenizer names that are not paths
 NOT_DEFINING = (".parquet", ".csv", ".md")  # files in an HF dir that define no model (tables written beside it)
+CHECKPOINTS_HELP = ("which checkpoints of each run: all, final (each run's last model), step numbers (100,200) "
+                    "or both (final,100); pretrained models and HF dirs are always kept")
 
 
 @dataclass(frozen=True)
@@ -243,9 +248,60 @@ def _nothing_found(raw: str | Path, path: Path) -> ValueError:
                       f"(checkpoints/step_*), HF model dir or {GGUF_SUFFIX} file there{reason}")
 
 
+def parse_checkpoints(text: str) -> tuple[str | int, ...]:
+    """`--checkpoints` as a tuple: () for all, else "final" and/or step numbers (ValueError naming the flag)."""
+    tokens = [t.strip() for t in str(text).split(",") if t.strip()]
+    if tokens in ([], ["all"]):
+        return ()
+    picked: list[str | int] = []
+    for token in tokens:
+        if token == "final" or (token.isdigit() and int(token) >= 0):
+            picked.append(token if token == "final" else int(token))
+        else:
+            raise ValueError(f"checkpoints={text!r}: {token!r} is neither 'final' nor a step number; write all, "
+                             "final, 100,200 or final,100")
+    return tuple(picked)
+
+
+def _run_dir(target: Target) -> Path:
+    """The run a checkpoint belongs to: runs/NAME for runs/NAME/checkpoints/step_N, else the checkpoint itself."""
+    path = target.path
+    return path.parent.parent if STEP_DIR.fullmatch(path.name) and path.parent.name == "checkpoints" else path
+
+
+def select_checkpoints(targets: list[Target], checkpoints: str | tuple[str | int, ...] = "all") -> list[Target]:
+    """The targets `checkpoints` keeps (parse_checkpoints), in order. Our checkpoints are grouped by run
+    directory; "final" keeps the last of each run (expand_paths lists a run's steps, then its final model).
+    A step no run has is an error that lists the steps there are; a run without it gets a note on stderr."""
+    picked = parse_checkpoints(checkpoints) if isinstance(checkpoints, str) else tuple(checkpoints)
+    if not picked:
+        return targets
+    steps = {p for p in picked if p != "final"}
+    runs: dict[Path, list[Target]] = {}
+    for t in targets:
+        if t.kind == "checkpoint":
+            runs.setdefault(_run_dir(t), []).append(t)
+    keep: set[Path] = set()
+    for run, members in runs.items():
+        have = {int(t.step) for t in members if t.step == t.step}
+        keep.update(t.path for t in members if t.step == t.step and int(t.step) in steps)
+        if "final" in picked:
+            keep.add(members[-1].path)
+        missing = sorted(steps - have)
+        if missing and have and env_rank() == 0:
+            print(f"[batch] {run}: no checkpoint at step {', '.join(map(str, missing))} (it has "
+                  f"{', '.join(map(str, sorted(have)))})", file=sys.stderr)
+    found = {int(t.step) for t in targets if t.kind == "checkpoint" and t.step == t.step}
+    if runs and steps - found:   # (pretrained models alone: nothing to pick from, nothing wrong)
+        raise ValueError(f"checkpoints={','.join(map(str, picked))}: no checkpoint at step "
+                         f"{', '.join(map(str, sorted(steps - found)))} under the PATHs; steps found: "
+                         f"{', '.join(map(str, sorted(found))) or 'none'}")
+    return [t for t in targets if t.kind != "checkpoint" or t.path in keep]
+
+
 def expand_paths(paths: list[str | Path], follow_symlinks: bool = False) -> list[Target]:
     """The models that PATHs stand for (rules in the module docstring), each once, in order. Symlinks
-    not followed are listed on stderr (rank 0)."""
+    not followed are listed on stderr (rank 0). Filter them with select_checkpoints."""
     if not paths:
         raise ValueError("no PATH given: pass checkpoint dirs, run dirs, HF model dirs, .gguf files or folders")
     targets: list[Target] = []
