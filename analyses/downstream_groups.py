@@ -43,6 +43,7 @@ import pandas as pd
 from analyses import outputs, read_table, resolve_root, write_table
 from analyses.architectures import ARM_SEP   # "<arm>/<variant>": a run of a nested experiment
 from interp._util.config import option
+from interp._util.devices import device_option
 
 NAME = "downstream_groups"
 HEAVY = True   # 12 tiny checkpoints x the paper set at --limit 200: 5.4 min on 2 Intel cores (measured)
@@ -66,6 +67,7 @@ class Config:
     tasks: str = option("paper", "interp eval --tasks")
     limit: int = option(200, "documents per task (interp eval --limit)")
     threads: int = option(0, "torch threads (0: torch's default)")
+    device: str = device_option()
     out: str = option("runs/eval/downstream_groups.parquet", "the resumable interp eval table (relative: to the "
                                                              "repo root)")
 
@@ -181,15 +183,17 @@ def summarize(rows: pd.DataFrame, baseline: str, order: list[str] | None = None,
 def compute(cfg: Config, figures_dir: Path, files: tuple[str, str] = (TABLE, RUNS_TABLE), name: str = NAME) -> None:
     """Evaluate (resumable) and write the summary and per-run tables `files` (another analysis of another
     experiment's runs, e.g. downstream_architectures, passes its own file names and `name`)."""
+    from interp._util.devices import resolve_device
     from interp.evals import run_eval
 
+    resolve_device(cfg.device)   # a typo or a missing GPU fails before the runs are even listed
     root = resolve_root(cfg.runs)
     runs = finished_runs(root, name) if root.is_dir() else pd.DataFrame()
     if runs.empty:
         raise FileNotFoundError(f"{root}: no finished run with weights to evaluate (train them first: "
                                 f"analyses/{name}.py's docstring gives the command and says why its --figures-dir)")
     result = run_eval(models=list(runs["run_dir"]), tasks=cfg.tasks, limit=cfg.limit, threads=cfg.threads,
-                      out=str(resolve_root(cfg.out)))
+                      device=cfg.device, out=str(resolve_root(cfg.out)))
     for model, task, error in result.failed:
         print(f"[{name}] {model} / {task} failed: {error}", flush=True)
     rows = run_rows(result.table, runs)

@@ -92,6 +92,22 @@ def test_compute_evaluates_every_run_with_weights_then_renders(corpus, tmp_path,
     assert main(argv) == 2 and "no finished run with weights" in capsys.readouterr().err
 
 
+def test_device_is_checked_before_the_runs_are_listed(tmp_path, capsys):
+    """`interp eval-experiment --device` (the option of interp eval): a typo, or a GPU this machine lacks, fails
+    first, with the device's message, not "no finished run"."""
+    import torch
+
+    from interp.cli import main
+
+    argv = ["eval-experiment", str(tmp_path / "none"), "--figures-dir", str(tmp_path / "fig")]
+    assert main([*argv, "--device", "gpu"]) == 2
+    assert "device='gpu': write cpu, cuda or cuda:N" in capsys.readouterr().err
+    if not torch.cuda.is_available():
+        assert main([*argv, "--device", "cuda"]) == 2
+        assert "torch sees no CUDA device" in capsys.readouterr().err
+    assert not (tmp_path / "fig").exists()
+
+
 def test_nested_arms_pair_with_their_own_baseline():
     """architectures' "<mixer>/<width>": each arm's tapered model against that arm's uniform, never another's."""
     rows = _rows({"attention/uniform": [0.50, 0.52], "attention/cosine-1.5-0.5": [0.51, 0.54],

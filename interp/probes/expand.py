@@ -54,8 +54,9 @@ from interp._util.paths import CONFIG_FILE, WEIGHTS_FILE, cache_dir
 from interp.hf.registry import REGISTRY
 from interp.hf.resolve import resolve_model
 
-__all__ = ["Target", "expand_paths", "select_checkpoints", "parse_checkpoints", "CHECKPOINTS_HELP", "file_sha256", "weights_sha256", "definition_sha256", "KINDS", "GGUF_SUFFIX",
-           "PARTS_SUFFIX", "STEP_DIR", "HF_WEIGHT_PATTERNS"]
+__all__ = ["Target", "expand_paths", "select_checkpoints", "parse_checkpoints", "CHECKPOINTS_HELP", "file_sha256",
+           "weights_sha256", "definition_sha256", "KINDS", "GGUF_SUFFIX", "PARTS_SUFFIX", "STEP_DIR",
+           "HF_WEIGHT_PATTERNS"]
 
 KINDS = ("checkpoint", "hf_dir", "gguf")
 GGUF_SUFFIX = ".gguf"
