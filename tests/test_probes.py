@@ -412,6 +412,18 @@ def test_probe_rows_name_the_device_and_the_hardware(tiny_run):
     assert list(df.columns[-3:]) == ["device", "hardware", "versions"]
 
 
+def test_model_device_reads_the_weights_of_a_module_or_its_model_attribute():
+    from types import SimpleNamespace
+
+    from interp._util.devices import model_device
+
+    meta = torch.nn.Linear(2, 2, device="meta")  # a device other than cpu, without a GPU
+    assert model_device(meta) == torch.device("meta")
+    assert model_device(SimpleNamespace(model=meta, tokenizer=None)) == torch.device("meta")  # a LoadedModel's shape
+    assert model_device(torch.nn.ReLU()) == torch.device("cpu")  # no weights: cpu
+    assert model_device(object()) == torch.device("cpu")
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is present: the device exists")
 def test_probe_on_a_missing_gpu_fails_before_any_model_loads(tiny_run, monkeypatch):
     run_dir, text = tiny_run

@@ -47,6 +47,18 @@ def resolve_device(device: str) -> str:
     return f"cuda:{index}"
 
 
+def model_device(model: Any) -> Any:
+    """Where a model computes: its first weight's torch.device, for a module or anything carrying one as `.model`
+    (a LoadedModel); cpu for a weightless module or an object without one (rows record this as `device`)."""
+    import torch
+    from torch import nn
+
+    inner = model if isinstance(model, nn.Module) else getattr(model, "model", None)
+    if not isinstance(inner, nn.Module):
+        return torch.device("cpu")
+    return next(inner.parameters(), torch.empty(0)).device
+
+
 def to_device(model: Any, device: str) -> Any:
     """A model we loaded (TaperedLM, HF module, LoadedModel: its .model), moved to a resolve_device() device."""
     if device != "cpu":

@@ -10,6 +10,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor, nn
 
+from interp._util.devices import model_device
 from interp.hf import unwrap
 from interp.model import next_token_loss
 from interp.stats import t_quantile
@@ -24,10 +25,6 @@ def _autocast(dtype: torch.dtype | None, device: torch.device):
     return torch.autocast(device.type, dtype=dtype, enabled=dtype is not None)
 
 
-def _device(root: nn.Module) -> torch.device:
-    return next(root.parameters()).device
-
-
 @torch.no_grad()
 def sequence_losses(model: Any, batches: Iterable[Int[Tensor, "batch pos"]],
                     autocast_dtype: torch.dtype | None = None) -> Float[Tensor, "n_seq"]:
@@ -36,7 +33,7 @@ def sequence_losses(model: Any, batches: Iterable[Int[Tensor, "batch pos"]],
     Logits are cast to float32 before the softmax, so bf16 autocast only affects the network itself.
     """
     root = unwrap(model)
-    device = _device(root)
+    device = model_device(root)
     out = []
     for tokens in batches:
         tokens = tokens.to(device)

@@ -108,9 +108,8 @@ def run_pretrained_ablation(cfg: AblationConfig, loaded: Any = None,
     """
     import pandas as pd
 
-    from interp._util.devices import resolve_device, to_device
+    from interp._util.devices import model_device, resolve_device, to_device
     from interp._util.provenance import hardware_label, versions_string
-    from interp.probes.model_kinds import _probe_device
 
     cfg.validate()
     device = resolve_device(cfg.device)  # a missing GPU fails here, before any weights are read
@@ -168,7 +167,7 @@ def run_pretrained_ablation(cfg: AblationConfig, loaded: Any = None,
     df["text_sha256"] = seqs.sha256
     df["dtype"] = cfg.dtype
     df["fp32_baseline_loss"] = fp32_baseline if amp is not None else float(baseline.mean())
-    ran_on = _probe_device(loaded)
+    ran_on = model_device(loaded)
     df["device"], df["hardware"] = str(ran_on), hardware_label(ran_on)
     df["packages"] = versions_string()
     return df.reindex(columns=list(COLUMNS))

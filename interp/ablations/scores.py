@@ -10,7 +10,8 @@ from jaxtyping import Float, Int
 from torch import Tensor, nn
 
 from interp.ablations.config import SELECTIONS
-from interp.ablations.loss import _autocast, _device, _forward_logits
+from interp._util.devices import model_device
+from interp.ablations.loss import _autocast, _forward_logits
 from interp.ablations.sites import down_column_norms, mlp_sites
 from interp.hf import unwrap
 
@@ -35,7 +36,7 @@ def contribution_scores(model: Any, batches: Iterable[Int[Tensor, "batch pos"]],
 
     handles = [site.down.register_forward_pre_hook(make_hook(site.layer)) for site in sites]
     try:
-        device = _device(root)
+        device = model_device(root)
         for tokens in batches:
             with _autocast(autocast_dtype, device):
                 _forward_logits(root, tokens.to(device))

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
 from torch import nn
 
 
@@ -42,19 +41,6 @@ def _require_hf_source(model: Any) -> Any:
         raise TypeError(f"cannot probe a {type(model).__name__}: pass a registry name / path, an "
                         "interp.hf.LoadedModel, an HF causal LM, a TaperedLM or a TransformerBridge")
     return source
-
-
-def _model_device(model: nn.Module) -> torch.device:
-    try:
-        return next(model.parameters()).device
-    except StopIteration:
-        return torch.device("cpu")
-
-
-def _probe_device(model: Any) -> torch.device:
-    """Where a probed model computes: its weights' device (a LoadedModel's inner module), for the table."""
-    inner = model if isinstance(model, nn.Module) else getattr(model, "model", None)
-    return _model_device(inner) if isinstance(inner, nn.Module) else torch.device("cpu")
 
 
 def _model_label(model: Any) -> str:

@@ -20,10 +20,10 @@ from interp.probes.backends.choice import make_plan
 from interp.probes.config import ProbeConfig, exclusion_request, sequence_plan, too_little_text, with_reference
 from interp.probes.massive import _residual_abs_mean
 from interp.probes.metrics import COMPUTE_DTYPES
-from interp._util.devices import resolve_device, to_device
+from interp._util.devices import model_device, resolve_device, to_device
 from interp._util.errors import InputError
 from interp._util.provenance import hardware_label
-from interp.probes.model_kinds import _model_label, _probe_device, _vocab_size
+from interp.probes.model_kinds import _model_label, _vocab_size
 from interp.probes.lens import LogitLens
 from interp.probes.names import DEFAULT_EPS, JACKKNIFE_GROUPS, LENS_METRICS, METRIC_NAMES, POSITIONS
 from interp.probes.table import to_frame
@@ -57,7 +57,7 @@ def accumulate(model: Any, batches: Iterable[Tensor | dict], backend: str = "tor
     metrics = with_reference(metrics, reference)
     k, given_dims = exclusion_request(exclude_massive_dims)
     plan = make_plan(model, backend, mlp_in="rho_mlp_normed" in metrics)
-    device = _probe_device(model)
+    device = model_device(model)
     meta: dict[str, Any] = {"backend": backend, "mlp_out_site": plan.mlp_out_site, "hook_sites": plan.hook_sites,
                             "dtype": dtype, "positions": positions, "eps": eps, "device": str(device),
                             "hardware": hardware_label(device)}

@@ -6,9 +6,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from interp._util.devices import model_device
 from interp.probes.backends.base import Backend, Plan, _drive, _Gate, _StopForward
 from interp.probes.backends.targets import _MLP_IN_HOOK, _MLP_IN_MODULE, _hooked_mlp_modules, _hooked_n_layers
-from interp.probes.model_kinds import _is_bridge, _is_hooked_root, _model_device, _require_hf_source
+from interp.probes.model_kinds import _is_bridge, _is_hooked_root, _require_hf_source
 from interp.probes.names import SITES
 
 
@@ -58,7 +59,7 @@ def _run_hooked(model: Any, batches: Iterable, acc: Any, positions: str) -> None
     # a bridge forwards attention_mask to the HF model; our TaperedLM has none (right padding only)
     pass_mask = _is_bridge(model)
     try:
-        _drive(batches, acc, positions, _model_device(model),
+        _drive(batches, acc, positions, model_device(model),
                lambda ids, attn: model.run_with_hooks(
                    ids, fwd_hooks=hooks, **({"attention_mask": attn} if pass_mask and attn is not None else {})),
                gate)

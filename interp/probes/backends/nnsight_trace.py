@@ -8,10 +8,11 @@ from typing import Any
 
 import torch
 
+from interp._util.devices import model_device
 from interp.probes.backends.base import Backend, Plan, _batch_parts, _first, _reference, _Target
 from interp.probes.backends.targets import module_plan
 from interp.probes.backends.torch_hooks import _run_torch
-from interp.probes.model_kinds import _is_hooked_root, _model_device
+from interp.probes.model_kinds import _is_hooked_root
 from interp.probes.text import position_mask
 
 
@@ -42,7 +43,7 @@ def _run_nnsight(target: _Target, batches: Iterable, acc: Any, positions: str) -
     import nnsight
 
     lm = target.wrapper if target.wrapper is not None else nnsight.NNsight(target.root)
-    device = _model_device(target.root)
+    device = model_device(target.root)
     for batch in batches:
         ids, attn = _batch_parts(batch)
         ids = ids.to(device)

@@ -8,9 +8,10 @@ from typing import Any
 
 from torch import Tensor
 
+from interp._util.devices import model_device
 from interp.probes.backends.base import Backend, Plan, _drive, _first, _Gate, _StopForward, _Target
 from interp.probes.backends.targets import module_plan
-from interp.probes.model_kinds import _is_hooked_root, _model_device
+from interp.probes.model_kinds import _is_hooked_root
 
 
 class TorchHooks(Backend):
@@ -49,7 +50,7 @@ def _run_torch(target: _Target, batches: Iterable, acc: Any, positions: str) -> 
                 handles.append(module.register_forward_pre_hook(fn, with_kwargs=True) if s.kind == "input"
                                else module.register_forward_hook(fn))
         pass_mask = not _is_hooked_root(target.root)
-        _drive(batches, acc, positions, _model_device(target.root),
+        _drive(batches, acc, positions, model_device(target.root),
                lambda ids, attn: target.root(ids, **({"attention_mask": attn} if pass_mask and attn is not None
                                                       else {})), gate)
     finally:
