@@ -127,3 +127,21 @@ def test_branches_under_ddp_match_one_process(env, tmp_path):
     for name in ws:
         torch.testing.assert_close(wd[name], ws[name], rtol=0, atol=1e-5)
     assert result["val_loss"] == pytest.approx(single["val_loss"], abs=1e-4)  # the main run went on alike
+
+
+def test_ranks_that_disagree_on_a_finished_branch_stop_with_the_fix(tmp_path, monkeypatch):
+    """A run directory that is not one shared filesystem: rank 0 sees the branch's result, another rank does not.
+    Every rank gets the same count from the all-reduce, so all raise the same error instead of parting ways."""
+    from types import SimpleNamespace
+
+    from interp.training.trainer import Trainer
+
+    monkeypatch.setattr(cooldown, "branch_result", lambda run_dir, length: {"step": length})
+    world = SimpleNamespace(world_size=2)
+    for seen, expect in ((2.0, True), (0.0, False)):
+        rank = SimpleNamespace(out=tmp_path, dist=world, _all_sum=lambda values, s=seen: [s])
+        assert Trainer._branch_done(rank, 6) is expect
+    rank = SimpleNamespace(out=tmp_path, dist=world, _all_sum=lambda values: [1.0])
+    with pytest.raises(RuntimeError, match=r"1 of 2 ranks see the result of the cooldown branch to 6 steps.*"
+                                           r"filesystem all nodes share"):
+        Trainer._branch_done(rank, 6)

@@ -338,7 +338,7 @@ class Trainer:
         the tokens they trained, or None when a signal abandoned one."""
         trained = 0
         for length in lengths:
-            if cooldown.branch_result(self.out, length) is not None:
+            if self._branch_done(length):
                 continue
             result = cooldown.run_branch(self, length, step, tokens, flag)
             if result is None:
@@ -347,6 +347,17 @@ class Trainer:
             self._log({"kind": "cooldown", "step": step, **{k: v for k, v in result.items() if k != "step"},
                        "length": length})
         return trained
+
+    def _branch_done(self, length: int) -> bool:
+        """Whether the cooldown branch to `length` has its result already, agreed by every rank: each reads the
+        file rank 0 wrote, and ranks that disagree (a run directory not on one shared filesystem) would part ways
+        and hang in the next collective, so that is an error on all of them instead."""
+        seen = self._all_sum([float(cooldown.branch_result(self.out, length) is not None)])[0]
+        if 0 < seen < self.dist.world_size:
+            raise RuntimeError(f"{self.out}: {int(seen)} of {self.dist.world_size} ranks see the result of the "
+                               f"cooldown branch to {length} steps: every rank must read the same run directory; "
+                               "put --out on a filesystem all nodes share")
+        return seen > 0
 
     @torch.no_grad()
     def evaluate(self) -> dict:
