@@ -242,6 +242,7 @@ def test_run_builds_the_tidy_table(tiny_table):
     assert (df["loss"] - base["loss"] - df["delta"]).abs().max() < 1e-9
     assert ((df["delta_ci_low"] <= df["delta"]) & (df["delta"] <= df["delta_ci_high"])).iloc[1:].all()
     assert df["text_sha256"].nunique() == 1 and df["packages"].str.contains("torch=").all()
+    assert set(df["model"]) == {"tiny-llama"}  # cfg.model: the name the caller gave the model it passed in
 
 
 def test_a_subset_of_groups_still_means_the_thirds(tmp_path):
@@ -251,6 +252,9 @@ def test_a_subset_of_groups_still_means_the_thirds(tmp_path):
                             groups=("late",), selections=("lowest",), skip_layers=())
     df = ab.run_pretrained_ablation(cfg, loaded=tiny_llama(), log=None)
     assert df["label"].tolist() == ["baseline", "late lowest 0.5"] and df["layers"].iloc[1] == "2-2"
+    assert set(df["model"]) == {"tiny-llama"}  # a LoadedModel passed in, cfg.model left at its default: its own name
+    bare = ab.run_pretrained_ablation(cfg, loaded=tiny_llama().model, tokenizer=tiny_llama().tokenizer, log=None)
+    assert set(bare["model"]) == {"LlamaForCausalLM"}  # a bare HF module: its class, never the default's "smollm2"
 
 
 def test_plot_and_analysis_render(tiny_table, tmp_path):

@@ -95,6 +95,19 @@ def _row(cond: Condition, losses: Tensor, baseline: Tensor, groups: Mapping[str,
             "delta": delta, "delta_ci_low": lo, "delta_ci_high": hi}
 
 
+def _label(cfg: AblationConfig, loaded: Any, passed_in: bool) -> str:
+    """The rows' `model`: cfg.model, which names what was loaded; for a model passed in, the name the caller gave
+    in cfg.model, else the object's own (a LoadedModel's name, or its class), never the field's default."""
+    from dataclasses import fields
+
+    default = next(f.default for f in fields(AblationConfig) if f.name == "model")
+    if not passed_in or cfg.model != default:
+        return cfg.model
+    from interp.probes.model_kinds import _model_label
+
+    return _model_label(loaded)
+
+
 def run_pretrained_ablation(cfg: AblationConfig, loaded: Any = None,
                             log: Callable[[str], None] | None = print, tokenizer: Any = None) -> pd.DataFrame:
     """Run every condition of `cfg` on a model; one tidy row per condition (COLUMNS).
@@ -116,6 +129,7 @@ def run_pretrained_ablation(cfg: AblationConfig, loaded: Any = None,
     say = log or (lambda _msg: None)
     if cfg.threads:
         torch.set_num_threads(int(cfg.threads))
+    passed_in = loaded is not None
     if loaded is None:
         loaded, tokenizer = _load(cfg.model, cfg.attn_implementation, cfg.trust_remote_code)
         loaded = to_device(loaded, device)
@@ -158,7 +172,7 @@ def run_pretrained_ablation(cfg: AblationConfig, loaded: Any = None,
             f"delta {rows[-1]['delta']:+.4f}  {elapsed:.0f}s, ETA {elapsed / (i + 1) * (len(conditions) - i - 1):.0f}s")
 
     df = pd.DataFrame(rows)
-    df["model"] = cfg.model
+    df["model"] = _label(cfg, loaded, passed_in)
     df["n_tokens"] = seqs.eval.shape[0] * (seqs.eval.shape[1] - 1)     # predicted tokens per condition
     df["n_sequences"] = seqs.eval.shape[0]
     df["seq_len"] = cfg.seq_len
