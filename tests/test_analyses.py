@@ -79,6 +79,30 @@ def test_cli_recompute_schedules_writes_png_and_csv(tmp_path, capsys):
     assert (tmp_path / "schedules.png").is_file()
 
 
+def test_git_commit_counts_an_untracked_file_as_dirty(tmp_path, monkeypatch):
+    """A result made by a module not yet committed is not reproducible from the commit alone: '+dirty'."""
+    import subprocess
+
+    from interp._util import provenance
+
+    def git(*args):
+        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=tmp_path, check=True,
+                       capture_output=True)
+
+    git("init", "-q")
+    (tmp_path / ".gitignore").write_text("runs/\n")
+    git("add", ".gitignore")
+    git("commit", "-qm", "first")
+    monkeypatch.setattr(provenance, "REPO_ROOT", tmp_path)
+    states = []
+    for make in (lambda: (tmp_path / "runs").mkdir() or (tmp_path / "runs" / "log.jsonl").write_text(""), lambda: (tmp_path / "new_analysis.py").write_text("")):
+        make()   # an ignored folder stays clean; an untracked module does not
+        provenance.git_commit.cache_clear()
+        states.append(provenance.git_commit().endswith("+dirty"))
+    provenance.git_commit.cache_clear()
+    assert states == [False, True]
+
+
 # ------------------------------------------------------------------------------------ train comparison
 
 def write_run(run_dir: Path, label: str, params: int, final: float, steps: int = 30) -> None:

@@ -28,11 +28,12 @@ def package_versions() -> dict[str, str]:
 
 @functools.cache
 def git_commit() -> str:
-    """HEAD of the repo this code runs from, with '+dirty' if the tree has changes; 'unknown' outside git."""
+    """HEAD of the repo this code runs from, with '+dirty' if the tree has changes, untracked files included (a
+    new module not yet committed made the result too); 'unknown' outside git."""
     try:
         head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True,
                               text=True, timeout=5, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO_ROOT,
+        dirty = subprocess.run(["git", "status", "--porcelain"], cwd=REPO_ROOT,
                                capture_output=True, text=True, timeout=5).stdout.strip()
         return head + ("+dirty" if dirty else "")
     except (OSError, subprocess.SubprocessError):
