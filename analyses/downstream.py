@@ -5,9 +5,10 @@ published numbers of the pretrained models, and tapered vs uniform checkpoints w
 
 compute() runs `interp eval` (interp.evals.run_eval) over the installed registry models and every run found
 under Config.runs (by default train_comparison's uniform / cosine pair under runs/figures/, when `make figures` has
-trained it; the committed table holds an earlier 150-step bf16 pair, figures/README.md), into
+trained it; their final models only, Config.checkpoints), into
 a resumable table under runs/ (a rerun evaluates only what is missing), and stores the rows the figure needs in
-figures/downstream.csv, with interp.evals.published's model-card numbers as rows of source "published".
+figures/downstream.csv with each row's provenance, and interp.evals.published's model-card numbers as rows of
+source "published". Stored rows of pretrained models not evaluated this time are kept (Config.keep).
 Experiments of many seeds (the group ablation) are evaluated and summarised per variant by downstream_groups.
 Tiny checkpoints sit near chance on most tasks: read their differences against the stderr bars (about
 sqrt(p(1-p)/n), 0.035 at n = 200), and expect only LAMBADA and the perplexities to move at this scale.
@@ -29,8 +30,10 @@ NAME = "downstream"
 HEAVY = True   # ~1 h per pretrained model at --limit 200 on 2 loaded cores (see docs/evals.md)
 TABLE, FIGURE = "downstream.csv", "downstream.png"
 OUTPUTS = outputs(TABLE, FIGURE)
+# what made each of our rows (interp.evals.table); published rows leave them empty
+PROVENANCE = ("model_key", "data_sha256", "lm_eval_version", "device", "hardware", "git_commit", "versions")
 COLUMNS = ("source", "model", "kind", "label", "checkpoint", "task", "metric", "value", "stderr", "n", "limit", "setup",
-           "reference")
+           "reference", *PROVENANCE)
 PRETRAINED_COLORS = ("#1f77b4", "#2ca02c", "#8c564b", "#e377c2")   # schedule colours (red, grey) stay ours
 ACCURACY_TASKS = ("lambada_openai", "piqa", "hellaswag", "winogrande", "arc_easy", "arc_challenge", "social_iqa",
                   "boolq", "paper_avg8")
@@ -42,6 +45,11 @@ class Config:
     # train_comparison's pair (make figures trains it); multi-seed experiments go through downstream_groups
     runs: tuple[str, ...] = option(("runs/figures",),
                                    "run roots of our checkpoints (skipped if absent); relative: to the repo root")
+    checkpoints: str = option("final", "which checkpoints of each run (interp eval --checkpoints): final = each "
+                                       "run's last model")
+    keep: bool = option(True, "keep the stored rows of models other than checkpoints that this recompute does not "
+                               "evaluate (not installed, or left out: --set models= skips their ~1 h each); each row's "
+                               "provenance columns say what made it. Checkpoint rows always come from `runs`")
     tasks: str = option("paper", "interp eval --tasks")
     limit: int = option(200, "documents per task (interp eval --limit)")
     out: str = option("runs/eval/downstream.parquet", "the resumable interp eval table (relative: to the repo root)")
@@ -73,11 +81,22 @@ def figure_rows(table: pd.DataFrame) -> pd.DataFrame:
 
     ok = table[(table["status"] == "ok") & table["task"].isin(ACCURACY_TASKS) & table["context_length"].isna()]
     ours = ok[ok["metric"].isin(("acc", "acc_norm"))]
-    rows = ours.assign(source="ours", setup="lm-eval 0.4.13, 0-shot, interp eval", reference="")
+    setup = "lm-eval " + ours["lm_eval_version"].astype(str) + ", " + ours["num_fewshot"].astype(int).astype(str) \
+        + "-shot, interp eval"
+    rows = ours.assign(source="ours", setup=setup, reference="")
     published = pd.DataFrame(published_rows()).assign(source="published", kind="published", label="", checkpoint="",
                                                        stderr=float("nan"), n=0, limit=float("nan"))
     both = pd.concat([rows, published], ignore_index=True)
-    return both[list(COLUMNS)]
+    return both.reindex(columns=list(COLUMNS))
+
+
+def kept_rows(stored: pd.DataFrame, fresh: pd.DataFrame) -> pd.DataFrame:
+    """The stored "ours" rows of models (not checkpoints) that the fresh table does not hold (matched on model and
+    checkpoint). Checkpoint rows are never kept: the run roots evaluated now say which checkpoints the figure shows."""
+    ours = stored[(stored["source"] == "ours") & (stored["kind"] != "checkpoint")]
+    ran = fresh[fresh["source"] == "ours"]
+    done = set(zip(ran["model"], ran["checkpoint"].fillna("")))
+    return ours[[(m, c) not in done for m, c in zip(ours["model"], ours["checkpoint"].fillna(""))]]
 
 
 def paper_metric_rows(df: pd.DataFrame) -> pd.DataFrame:
@@ -95,10 +114,19 @@ def compute(cfg: Config, figures_dir: Path) -> None:
     if not models:
         print(f"[{NAME}] nothing to evaluate", flush=True)
         return
-    result = run_eval(models=models, tasks=cfg.tasks, limit=cfg.limit, out=str(resolve_root(cfg.out)))
+    result = run_eval(models=models, tasks=cfg.tasks, limit=cfg.limit, checkpoints=cfg.checkpoints,
+                      out=str(resolve_root(cfg.out)))
     for model, task, error in result.failed:
         print(f"[{NAME}] {model} / {task} failed: {error}", flush=True)
-    write_table(figure_rows(result.table), figures_dir, TABLE, cfg, NAME)
+    table = figure_rows(result.table)
+    stored_path = Path(figures_dir) / TABLE
+    if cfg.keep and stored_path.is_file():
+        kept = kept_rows(pd.read_csv(stored_path), table)
+        if len(kept):
+            print(f"[{NAME}] kept the stored rows of {', '.join(dict.fromkeys(kept['model']))} (not evaluated "
+                  f"this time; --set keep=false drops them)", flush=True)
+            table = pd.concat([kept.reindex(columns=list(COLUMNS)), table], ignore_index=True)
+    write_table(table, figures_dir, TABLE, cfg, NAME)
 
 
 def plot_downstream(df: pd.DataFrame):
