@@ -62,8 +62,8 @@ class ProbeConfig:
     reference: str = option("raw", "normed: also rho_mlp_normed, the cosine with the MLP's normalised input",
                             choices=REFERENCES)
     exclude_massive_dims: int | tuple[int, ...] | None = option(
-        None, "zero residual dims in every cosine: K = the K of largest mean |resid_pre| (measured on a first "
-        "pass), or a comma list of dims", parse=parse_exclude_dims, metavar="K|D[,D]")
+        None, "zero residual dims in every operand of every measure (cosines, norms, lens, covariances): K = the "
+        "K of largest mean |resid_pre| (measured on a first pass), or a comma list of dims", parse=parse_exclude_dims, metavar="K|D[,D]")
     eps: float = option(DEFAULT_EPS, "floor of |a||b| in every cosine (a zero vector gives 0, not NaN)")
     tokenizer: str | None = option(None, "tokenizer name for interp.data.get_tokenizer, overriding the model's own")
     device: str = device_option()
