@@ -412,6 +412,20 @@ def test_probe_rows_name_the_device_and_the_hardware(tiny_run):
     assert list(df.columns[-3:]) == ["device", "hardware", "versions"]
 
 
+def test_probe_rows_name_the_weights_and_the_tokenizer(tiny_run):
+    """A checkpoint is identified by its weights' sha256 (a rerun at the same path with other weights no longer
+    matches), and a tokenizer other than the model's own is named."""
+    import hashlib
+
+    run_dir, text = tiny_run
+    df = probes.probe(str(run_dir), text=text, tokens=32, seq_len=16, tokenizer=CharTokenizer())
+    expected = hashlib.sha256((run_dir / "model.safetensors").read_bytes()).hexdigest()
+    assert set(df["weights_sha256"]) == {expected}
+    assert set(df["tokenizer"]) == {"<CharTokenizer>"}
+    passed_in = probes.probe(checkpoints.load_checkpoint(run_dir)[0], text=text, tokens=32, seq_len=16, tokenizer=CharTokenizer())
+    assert set(passed_in["weights_sha256"]) == {""}        # an object's weights have no file to name
+
+
 def test_model_device_reads_the_weights_of_a_module_or_its_model_attribute():
     from types import SimpleNamespace
 

@@ -55,7 +55,7 @@ from interp.hf.registry import REGISTRY
 from interp.hf.resolve import resolve_model
 
 __all__ = ["Target", "expand_paths", "select_checkpoints", "parse_checkpoints", "CHECKPOINTS_HELP", "file_sha256",
-           "weights_sha256", "definition_sha256", "KINDS", "GGUF_SUFFIX", "PARTS_SUFFIX", "STEP_DIR",
+           "weights_sha256", "ref_weights_sha256", "definition_sha256", "KINDS", "GGUF_SUFFIX", "PARTS_SUFFIX", "STEP_DIR",
            "HF_WEIGHT_PATTERNS"]
 
 KINDS = ("checkpoint", "hf_dir", "gguf")
@@ -353,6 +353,16 @@ def weights_sha256(target: Target) -> str:
     if len(files) == 1:
         return file_sha256(files[0])
     return _files_sha256([(f.name, f) for f in files])
+
+
+def ref_weights_sha256(ref: Any) -> str:
+    """weights_sha256 of a resolved model (interp.hf.ModelRef): its weight file(s), a registry model's GGUF file;
+    "" for a hub id, whose files live in the hub's cache (the probe rows of a model object passed in have "" too)."""
+    if ref.kind == "registry":
+        return file_sha256(REGISTRY[ref.spec].locate())
+    if ref.path is None or ref.kind not in KINDS:
+        return ""
+    return weights_sha256(Target(Path(ref.path), ref.kind))
 
 
 def definition_sha256(target: Target) -> str:

@@ -17,6 +17,7 @@ from torch import Tensor
 
 from interp.probes.accumulator import NoveltyAccumulator
 from interp.probes.backends.choice import make_plan
+from interp.probes.expand import ref_weights_sha256
 from interp.probes.config import ProbeConfig, exclusion_request, sequence_plan, too_little_text, with_reference
 from interp.probes.massive import _residual_abs_mean
 from interp.probes.metrics import COMPUTE_DTYPES
@@ -144,6 +145,8 @@ def probe(model: Any = "smollm2-135m", text: str | Path | None = None, *, config
     cfg = ProbeConfig.build(config, **options).validate()  # cheap checks before touching any file
     device = resolve_device(cfg.device)
     text_str, text_source = load_text(cfg.text)
+    # the rows' `tokenizer`: "" = the model's own; else the name given, or an object's class
+    tokenizer_label = cfg.tokenizer or ("" if tokenizer is None else f"<{type(tokenizer).__name__}>")
     if tokenizer is None and cfg.tokenizer is not None:
         tokenizer = data.get_tokenizer(cfg.tokenizer)
 
@@ -155,11 +158,12 @@ def probe(model: Any = "smollm2-135m", text: str | Path | None = None, *, config
         return ids
 
     ids: list[int] | None = None
-    checkpoint = ""
+    checkpoint, weights = "", ""   # weights: sha256 of the weight files of a model given by name or path
     start = time.perf_counter()
     if isinstance(model, str | Path):
         ref = hf.resolve_model(model, trust_remote_code=trust_remote_code)
         checkpoint = ref.checkpoint
+        weights = ref_weights_sha256(ref)
         tok = tokenizer if tokenizer is not None else ref.load_tokenizer()
         ids = check_ids(tok)
         model_obj = to_device(ref.load(), device)
@@ -183,7 +187,8 @@ def probe(model: Any = "smollm2-135m", text: str | Path | None = None, *, config
                      cfg.exclude_massive_dims)
     probe_s = time.perf_counter() - start
     df = to_frame(acc, model=label, checkpoint=checkpoint, seq_len=cfg.seq_len, prepend_bos=cfg.prepend_bos,
-                  text_source=text_source, text_sha256=text_sha256(text_str))
+                  text_source=text_source, text_sha256=text_sha256(text_str), weights_sha256=weights,
+                  tokenizer=tokenizer_label)
     if cfg.causal:  # the same model, tokens and positions: rows that join the correlational ones
         from interp.ablations.causal_table import add_causal_rows
 
