@@ -31,7 +31,8 @@ HEAVY = True   # ~1 h per pretrained model at --limit 200 on 2 loaded cores (see
 TABLE, FIGURE = "downstream.csv", "downstream.png"
 OUTPUTS = outputs(TABLE, FIGURE)
 # what made each of our rows (interp.evals.table); published rows leave them empty
-PROVENANCE = ("model_key", "data_sha256", "lm_eval_version", "device", "hardware", "git_commit", "versions")
+PROVENANCE = ("model_key", "data_sha256", "lm_eval_version", "device", "dtype", "batch_size", "hardware", "git_commit",
+              "versions")
 COLUMNS = ("source", "model", "kind", "label", "checkpoint", "task", "metric", "value", "stderr", "n", "limit", "setup",
            "reference", *PROVENANCE)
 PRETRAINED_COLORS = ("#1f77b4", "#2ca02c", "#8c564b", "#e377c2")   # schedule colours (red, grey) stay ours

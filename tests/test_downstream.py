@@ -36,6 +36,7 @@ def test_compute_evaluates_final_models_with_provenance_and_keeps_other_models(c
     assert ours["hardware"].str.contains("cores").all() and ours["git_commit"].notna().all()
     assert ours["setup"].str.fullmatch(r"lm-eval 0\.4\.\d+, 0-shot, interp eval").all()
     assert ours["data_sha256"].str.len().eq(64).all() and ours["model_key"].notna().all()
+    assert set(ours["dtype"]) == {"float32"} and set(ours["batch_size"]) == {8}
     # a model with published rows too (the fresh table's): its own evaluated row is still kept
     assert ((df["model"] == "smollm2-135m") & (df["source"] == "ours")).sum() == 1
     assert ((df["model"] == "smollm2-135m") & (df["source"] == "published")).any()

@@ -59,7 +59,7 @@ def test_eval_over_a_run_dir_writes_one_row_per_checkpoint_task_metric_then_skip
     assert piqa["n"] == 2 and piqa["n_docs"] == 1838 and piqa["limit"] == 2 and piqa["num_fewshot"] == 0
     assert 0 <= piqa["value"] <= 1 and piqa["stderr"] >= 0 and len(piqa["data_sha256"]) == 64
     assert "lm_eval=0.4.13" in piqa["versions"] and '"cores"' in piqa["hardware"] and piqa["task_version"] == "1.0"
-    assert set(df["device"]) == {"cpu"}
+    assert set(df["device"]) == {"cpu"} and set(df["dtype"]) == {"float32"} and set(df["batch_size"]) == {8}
     assert df[df["task"] == "wiki_heldout"]["value"].gt(1).all()                 # perplexities of a random model
 
     def no_load(*args, **kwargs):
@@ -196,6 +196,7 @@ def test_smollm2_on_lambada_through_interp_eval_matches_lm_evals_simple_evaluate
     result = eval_run.run_eval(models=["smollm2-135m"], tasks="lambada", limit=24, out=str(tmp_path / "e.parquet"))
     ours = result.table.set_index("metric")["value"]
     assert 0.15 <= ours["acc"] <= 0.85 and 1 < ours["perplexity"] < 200       # a real model, not chance
+    assert set(result.table["dtype"]) == {"float32"}   # HFLM's model: the GGUF dequantized to float32
     lm = hf_lm(load_pretrained("smollm2-135m", attn_implementation="sdpa"))
     theirs = lm_eval.simple_evaluate(model=lm, tasks=["lambada_openai"], task_manager=task_manager(), limit=24,
                                      bootstrap_iters=0)["results"]["lambada_openai"]

@@ -114,6 +114,15 @@ class EvalResult:
         return not self.failed
 
 
+def _lm_dtype(lm: Any) -> str:
+    """The dtype of the weights an lm-eval LM (HFLM, InterpLM) evaluates with, "" when it has none to read."""
+    from torch import nn
+
+    model = getattr(lm, "model", None)
+    weight = next(model.parameters(), None) if isinstance(model, nn.Module) else None
+    return "" if weight is None else str(weight.dtype).removeprefix("torch.")
+
+
 def _versions() -> str:
     from interp._util.provenance import versions_string
 
@@ -219,7 +228,8 @@ class EvalRunner:
                 except USER_ERRORS as err:
                     self._write_failure(target, task, key, model_key, one_line(err), result)
                     continue
-                df = table.frame(rows, self._common(target, task, key, model_key, time.perf_counter() - start))
+                common = self._common(target, task, key, model_key, time.perf_counter() - start, _lm_dtype(lm))
+                df = table.frame(rows, common)
                 table.write_part(df, self.parts / f"{key}.parquet")
                 (self.parts / f"{table.FAILED_PREFIX}{key}.parquet").unlink(missing_ok=True)
                 result.evaluated.append((target.model, task))
@@ -229,7 +239,8 @@ class EvalRunner:
             if collect:
                 gc.collect()
 
-    def _common(self, target: EvalTarget, task: str, key: str, model_key: str, elapsed: float) -> dict[str, Any]:
+    def _common(self, target: EvalTarget, task: str, key: str, model_key: str, elapsed: float,
+                dtype: str = "") -> dict[str, Any]:
         from interp._util.provenance import git_commit, hardware
         from interp.evals.data import data_source
 
@@ -239,7 +250,8 @@ class EvalRunner:
                 "limit": self.cfg.limit if self.cfg.limit is not None else math.nan, "status": "ok", "error": "",
                 "data_source": "interp.evals.niah (generated)" if task in NIAH_VARIANTS else data_source(task),
                 "data_sha256": self.data_sha256(task), "lm_eval_version": importlib.metadata.version("lm_eval"),
-                "versions": _versions(), "device": self.device, "hardware": table.hardware_json(hardware()),
+                "versions": _versions(), "device": self.device, "dtype": dtype, "batch_size": self.cfg.batch_size,
+                "hardware": table.hardware_json(hardware()),
                 "git_commit": git_commit(),
                 "key": key, "model_key": model_key, "elapsed_s": elapsed}
 

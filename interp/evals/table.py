@@ -4,8 +4,10 @@ the needle-in-a-haystack tasks), with stderr, n, provenance; the paper's 8-task 
 Columns (TABLE_COLUMNS): model, checkpoint, run, label (our checkpoints' config.json label, e.g. "uniform"),
 step, kind, task, metric, value, stderr, n, n_docs,
 num_fewshot, limit, context_length, depth, status, error, task_version, data_source, data_sha256,
-lm_eval_version, versions, device (cpu, cuda:N: where the model ran), hardware (JSON of this machine's CPU and
-GPU), git_commit, key, model_key, elapsed_s.
+lm_eval_version, versions, device (cpu, cuda:N: where the model ran), dtype (of the model's weights as
+evaluated; "" when it failed to load), batch_size (requests per forward: padding moves a score's last bits),
+hardware (JSON of this machine's CPU and GPU), git_commit, key, model_key, elapsed_s. Parts written before dtype
+and batch_size existed have them empty.
 status is "ok", "failed" (error says why; the pair is retried by a rerun) or "skipped" (a needle length
 beyond the model's context: error says so; nothing is truncated).
 """
@@ -25,8 +27,8 @@ if TYPE_CHECKING:
 
 TABLE_COLUMNS = ("model", "checkpoint", "run", "label", "step", "kind", "task", "metric", "value", "stderr", "n",
                  "n_docs", "num_fewshot", "limit", "context_length", "depth", "status", "error", "task_version",
-                 "data_source", "data_sha256", "lm_eval_version", "versions", "device", "hardware", "git_commit", "key",
-                 "model_key", "elapsed_s")
+                 "data_source", "data_sha256", "lm_eval_version", "versions", "device", "dtype", "batch_size", "hardware",
+                 "git_commit", "key", "model_key", "elapsed_s")
 SORT_COLUMNS = ("run", "model", "step", "checkpoint", "task", "metric", "context_length", "depth")
 PARTS_SUFFIX = ".parts"
 FAILED_PREFIX = "failed-"
@@ -90,7 +92,8 @@ def frame(rows: list[dict[str, Any]], common: dict[str, Any]) -> pd.DataFrame:
             df[column] = math.nan if column in ("value", "stderr", "context_length", "depth", "step") else ""
     for column in ("n", "n_docs", "num_fewshot"):
         df[column] = pd.to_numeric(df[column], errors="coerce").fillna(0).astype("int64")
-    df["limit"] = pd.to_numeric(df["limit"], errors="coerce").astype("float64")
+    for column in ("limit", "batch_size"):
+        df[column] = pd.to_numeric(df[column], errors="coerce").astype("float64")
     return df[list(TABLE_COLUMNS)]
 
 
