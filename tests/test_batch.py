@@ -315,6 +315,8 @@ def test_novelty_over_training_analysis_on_micro_runs(env, tmp_path):
     assert set(df.label) == {"uniform", "cosine 1.5->0.5"} and sorted(df.step.unique()) == [2, 4]
     assert len(df) == 2 * 2 * 2 * len(cfg.probe.metrics)  # runs x steps x layers x metrics
     assert (figures / "novelty_over_training.meta.json").is_file()
+    assert df["hardware"].str.contains("cores").all() and df["text_sha256"].str.len().eq(64).all()
+    assert set(df["dtype"]) == {"float32"} and df["versions"].str.contains("torch=").all()
     # the batch table under the runs root holds the same numbers
     full = pd.read_parquet(tmp_path / "runs" / "batch.parquet")
     assert sorted(full["mean"]) == sorted(df["mean"])
