@@ -24,7 +24,10 @@ NAME = "niah"
 HEAVY = True   # 3 tasks x 3 lengths x 11 samples per model: about an hour per model on 2 loaded cores
 TABLE, FIGURE = "niah.csv", "niah.png"
 OUTPUTS = outputs(TABLE, FIGURE)
-COLUMNS = ("model", "task", "context_length", "depth", "value", "stderr", "n", "status", "error")
+COLUMNS = ("model", "task", "context_length", "depth", "value", "stderr", "n", "status", "error",
+           # what made each row (the eval table's; the generation settings are in the sidecar's config and `key`);
+           # the committed niah.csv predates these columns: its sidecar holds its hardware and git commit
+           "model_key", "key", "lm_eval_version", "device", "dtype", "batch_size", "hardware", "git_commit", "versions")
 
 
 @dataclass

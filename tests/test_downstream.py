@@ -46,3 +46,12 @@ def test_compute_evaluates_final_models_with_provenance_and_keeps_other_models(c
     ds.compute(ds.Config(**{**cfg.__dict__, "keep": False}), figures)   # the eval table resumes: no evaluation
     again = pd.read_csv(figures / ds.TABLE)
     assert "smollm2-135m" not in set(again.loc[again["source"] == "ours", "model"])
+
+
+def test_the_eval_figure_tables_take_only_columns_the_eval_table_has():
+    """analyses/downstream.py and niah.py select their columns from interp eval's table by name."""
+    from analyses import niah
+    from interp.evals.table import TABLE_COLUMNS
+
+    assert set(niah.COLUMNS) <= set(TABLE_COLUMNS)
+    assert set(ds.PROVENANCE) <= set(TABLE_COLUMNS)
