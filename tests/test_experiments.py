@@ -167,6 +167,10 @@ def test_runs_collect_and_a_rerun_skips_every_finished_run(corpus, tmp_path, mon
     df = collect(tmp_path)
     assert list(df.columns) == RUN_COLUMNS and len(df) == 4 and set(df["status"]) == {"done"}
     assert df["params"].nunique() == 1 and df["params"].iloc[0] == report.params
+    import hashlib
+
+    for run_dir, weights in zip(df["run_dir"], df["weights_sha256"]):   # the final weights, hashed independently
+        assert weights == hashlib.sha256((Path(run_dir) / "model.safetensors").read_bytes()).hexdigest()
     assert sorted(df["widths"].unique()) == ["64/64", "96/32"]
     assert set(df["steps"]) == {2} and set(df["tokens"]) == {2 * 8 * 32} and set(df["preset"]) == {"micro"}
     assert set(df["tokenizer_hash"]) == {data.meta["tokenizer_hash"]} and set(df["source"]) == {str(folder)}

@@ -72,7 +72,7 @@ def is_done(run_dir: Path, cfg: TrainConfig) -> bool:
 RUN_COLUMNS = ["experiment", "variant", "label", "seed", "status", "schedule", "start", "end", "profile",
                "widths", "params", "steps", "tokens", "val_loss", "val_ppl", "train_loss", "elapsed_s",
                "tokens_per_s", "device", "dtype", "hardware", "world_size", "preset", "source", "tokenizer", "tokenizer_hash",
-               "source_hash", "versions", "git_commit", "run_dir", "error"]
+               "source_hash", "versions", "git_commit", "run_dir", "weights_sha256", "error"]
 
 
 def find_run_dirs(root: Path) -> list[Path]:
@@ -119,7 +119,9 @@ def read_run(run_dir: Path) -> dict:
         "tokenizer": data.get("tokenizer"), "tokenizer_hash": data.get("tokenizer_hash"),
         "source_hash": data.get("source_hash"),
         "versions": ";".join(f"{k}={v}" for k, v in packages.items()) or None,
-        "git_commit": config.get("provenance", {}).get("git_commit"), "run_dir": str(run_dir), "error": error,
+        "git_commit": config.get("provenance", {}).get("git_commit"), "run_dir": str(run_dir),
+        "weights_sha256": result.get("weights_sha256"),   # the final model.safetensors (runs since 2026-12-03)
+        "error": error,
     }
 
 

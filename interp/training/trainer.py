@@ -40,7 +40,8 @@ from torch import Tensor
 
 from interp._util.dist import Distributed
 from interp._util.errors import InputError
-from interp._util.io import LockHeld, atomic_write, exclusive_lock, read_json, remove_stale_temps, write_json_atomic
+from interp._util.io import (LockHeld, atomic_write, exclusive_lock, file_sha256, read_json, remove_stale_temps,
+                             write_json_atomic)
 from interp._util.paths import CONFIG_FILE, LOG_FILE, RESULT_FILE, TRAIN_STATE_FILE, WEIGHTS_FILE
 from interp._util.provenance import provenance
 from interp.data import TokenData, prepare_tokens
@@ -400,6 +401,8 @@ class Trainer:
             tdist.all_gather_object(hashes, param_hash(self.raw))
             result["rank_param_sha256"] = hashes
         if self.dist.primary:
+            if status == "done":   # the final save wrote these weights: probe/eval rows name them by this hash
+                result["weights_sha256"] = file_sha256(self.out / WEIGHTS_FILE)
             write_json_atomic(self.out / RESULT_FILE, result)
         return result
 
