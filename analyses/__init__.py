@@ -131,6 +131,9 @@ def write_table(df: pd.DataFrame, figures_dir: Path, filename: str, config: Any,
         "columns": list(df.columns),
         "config": dataclasses.asdict(config) if dataclasses.is_dataclass(config) else config,
         "provenance": provenance(),
+        # rows reused from earlier work (finished runs, resumed eval/batch parts) may come from other commits and
+        # machines: their own provenance columns (git_commit, hardware, versions) say so, where the table has them
+        "provenance_of": "the process that wrote this table",
     }
     meta_text = json.dumps(meta, indent=2, default=str) + "\n"
     atomic_write(figures_dir, {filename: lambda p: df.to_csv(p, index=False),
