@@ -115,6 +115,14 @@ def resolve_root(root: str | Path) -> Path:
     return root if root.is_absolute() else REPO_ROOT / root
 
 
+def repo_relative(path: str) -> str:
+    """A path inside the repo as relative to its root (tables then read the same on every clone); others as given."""
+    try:
+        return str(Path(path).relative_to(REPO_ROOT)) if path and Path(path).is_absolute() else path
+    except ValueError:
+        return path
+
+
 def write_table(df: pd.DataFrame, figures_dir: Path, filename: str, config: Any, analysis: str) -> Path:
     """Write a result table as CSV plus a `<stem>.meta.json` sidecar (config + provenance + columns), atomically.
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from analyses import outputs, read_table, resolve_root, write_table
+from analyses import outputs, read_table, repo_relative, resolve_root, write_table
 from interp._util.config import option
 
 NAME = "downstream"
@@ -84,7 +84,8 @@ def figure_rows(table: pd.DataFrame) -> pd.DataFrame:
     ours = ok[ok["metric"].isin(("acc", "acc_norm"))]
     setup = "lm-eval " + ours["lm_eval_version"].astype(str) + ", " + ours["num_fewshot"].astype(int).astype(str) \
         + "-shot, interp eval"
-    rows = ours.assign(source="ours", setup=setup, reference="")
+    rows = ours.assign(source="ours", setup=setup, reference="",
+                       checkpoint=ours["checkpoint"].fillna("").map(repo_relative))
     published = pd.DataFrame(published_rows()).assign(source="published", kind="published", label="", checkpoint="",
                                                        stderr=float("nan"), n=0, limit=float("nan"))
     both = pd.concat([rows, published], ignore_index=True)

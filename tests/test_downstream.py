@@ -55,3 +55,10 @@ def test_the_eval_figure_tables_take_only_columns_the_eval_table_has():
 
     assert set(niah.COLUMNS) <= set(TABLE_COLUMNS)
     assert set(ds.PROVENANCE) <= set(TABLE_COLUMNS)
+
+
+def test_checkpoints_inside_the_repo_are_named_relative_to_it():
+    from analyses import REPO_ROOT, repo_relative
+
+    assert repo_relative(str(REPO_ROOT / "runs" / "a" / "checkpoints")) == "runs/a/checkpoints"
+    assert repo_relative("/elsewhere/run") == "/elsewhere/run" and repo_relative("") == ""
