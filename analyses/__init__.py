@@ -115,12 +115,13 @@ def resolve_root(root: str | Path) -> Path:
     return root if root.is_absolute() else REPO_ROOT / root
 
 
-def repo_relative(path: str) -> str:
-    """A path inside the repo as relative to its root (tables then read the same on every clone); others as given."""
-    try:
-        return str(Path(path).relative_to(REPO_ROOT)) if path and Path(path).is_absolute() else path
-    except ValueError:
-        return path
+def repo_relative(path: str | Path) -> str:
+    """`path` resolved, relative to the repository root when it lies below it (committed tables name no machine
+    and read the same on every clone); "" stays "" (a row with no checkpoint)."""
+    if not str(path):
+        return ""
+    resolved = Path(path).resolve()
+    return str(resolved.relative_to(REPO_ROOT)) if resolved.is_relative_to(REPO_ROOT) else str(resolved)
 
 
 def write_table(df: pd.DataFrame, figures_dir: Path, filename: str, config: Any, analysis: str) -> Path:

@@ -40,7 +40,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from analyses import outputs, read_table, resolve_root, write_table
+from analyses import outputs, read_table, repo_relative, resolve_root, write_table
 from analyses.architectures import ARM_SEP   # "<arm>/<variant>": a run of a nested experiment
 from interp._util.config import option
 from interp._util.devices import device_option
@@ -53,10 +53,10 @@ TRAINING_VAL = "training_val"      # the pseudo-task of each run's own validatio
 # What the summary keeps: each commonsense task in the paper's metric, the 8-task average, and the perplexities.
 PERPLEXITIES = {"lambada_openai": "perplexity", "wiki_heldout": "word_perplexity", TRAINING_VAL: "val_ppl"}
 RUN_COLUMNS = ("variant", "label", "seed", "task", "metric", "value", "stderr", "n", "limit", "num_fewshot",
-               "task_version", "params", "widths", "dtype", "hardware", "eval_hardware", "data_source", "data_sha256",
-               "checkpoint", "model_key", "versions", "git_commit")
-# hardware, dtype: where and how the run was trained (its result.json); eval_hardware, versions, git_commit: the
-# evaluation's (training_val rows: the training's)
+               "task_version", "params", "widths", "dtype", "hardware", "eval_hardware", "eval_dtype", "data_source",
+               "data_sha256", "checkpoint", "model_key", "versions", "git_commit")
+# hardware, dtype: where and how the run was trained (its result.json); eval_hardware, eval_dtype (of the weights
+# as evaluated), versions, git_commit: the evaluation's (training_val rows: the training's)
 
 
 @dataclass
@@ -119,14 +119,6 @@ def variant_order(variants: list[str], baseline: str) -> list[str]:
                                               key=lambda v: (rank.get(v.rpartition(ARM_SEP)[2], len(rank)), v))]
 
 
-def repo_relative(path: str | Path) -> str:
-    """`path` resolved, relative to the repository root when it lies below it (committed tables name no machine)."""
-    from interp._util.paths import REPO_ROOT
-
-    resolved = Path(path).resolve()
-    return str(resolved.relative_to(REPO_ROOT)) if resolved.is_relative_to(REPO_ROOT) else str(resolved)
-
-
 def run_rows(evals: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     """The eval rows of the runs' final models in the summary's metrics, joined with variant and seed, plus one
     training_val row per run (RUN_COLUMNS)."""
@@ -134,11 +126,13 @@ def run_rows(evals: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     ok = evals[(evals["status"] == "ok") & evals["context_length"].isna()]
     ok = ok[[pair in keep for pair in zip(ok["task"], ok["metric"])]]
     by_dir = runs.assign(checkpoint=runs["run_dir"].map(repo_relative))
-    ok = ok.assign(checkpoint=ok["checkpoint"].map(repo_relative), eval_hardware=ok["hardware"])
-    joined = ok.drop(columns=["label", "hardware"]).merge(   # versions, git_commit: the evaluation's (lm-eval too)
+    ok = ok.assign(checkpoint=ok["checkpoint"].map(repo_relative), eval_hardware=ok["hardware"],
+                   eval_dtype=ok["dtype"] if "dtype" in ok else "")      # eval tables before 2026-12-03: none
+    joined = ok.drop(columns=["label", "hardware", "dtype"], errors="ignore").merge(   # versions, git_commit: the evaluation's (lm-eval too)
         by_dir[["checkpoint", "variant", "label", "seed", "params", "widths", "dtype", "hardware"]], on="checkpoint")
     val = by_dir.assign(task=TRAINING_VAL, metric="val_ppl", value=by_dir["val_ppl"], stderr=math.nan,
                         n=math.nan, limit=math.nan, num_fewshot=math.nan, task_version="", eval_hardware="",
+                        eval_dtype="",
                         data_source=by_dir["source"], data_sha256=by_dir["source_hash"], model_key="")
     both = pd.concat([joined[list(RUN_COLUMNS)], val[list(RUN_COLUMNS)]], ignore_index=True)
     return both.sort_values(["task", "variant", "seed"], ignore_index=True)

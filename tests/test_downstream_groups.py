@@ -70,6 +70,8 @@ def test_compute_evaluates_every_run_with_weights_then_renders(corpus, tmp_path,
                                                        ("training_val", "val_ppl")}
     assert len(rows) == 3 * 3 and set(rows["n"].dropna()) == {2}
     assert rows["hardware"].str.contains("cores").all()
+    evaluated = rows[rows["task"] != dg.TRAINING_VAL]
+    assert set(evaluated["eval_dtype"]) == {"float32"} and set(evaluated["dtype"]) == {"float32"}  # eval, training
     val = rows[rows["task"] == "training_val"].set_index(["variant", "seed"])["value"]
     result = pd.read_json(exp.run_dir(exp.variants[0], 0) / "result.json", typ="series")
     assert val[("uniform", 0)] == pytest.approx(result["val_ppl"])
