@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from analyses import outputs, read_table, recompute_command, train_comparison, write_table
+from analyses import outputs, read_table, recompute_command, repo_relative, train_comparison, write_table
 from interp._util.io import read_json
 from interp._util.paths import RESULT_FILE
 from interp.probes.config import ProbeConfig
@@ -67,7 +67,7 @@ def run_rows(run: Path, cfg: Config) -> pd.DataFrame:
     d_mlp = list(config["model"]["d_mlp"])
     df = probe(str(run), config=cfg.probe)
     return df.assign(label=config.get("label") or run.name, d_mlp=df["layer"].map(lambda l: d_mlp[int(l)]),
-                     variant="default")
+                     variant="default", checkpoint=df["checkpoint"].map(repo_relative))
 
 
 def compute(cfg: Config, figures_dir: Path) -> None:

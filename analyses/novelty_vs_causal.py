@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from analyses import novelty_pretrained, novelty_tapered, outputs, read_table, write_table
+from analyses import novelty_pretrained, novelty_tapered, outputs, read_table, repo_relative, write_table
 from interp.probes.config import ProbeConfig
 
 NAME = "novelty_vs_causal"
@@ -95,6 +95,7 @@ def compute(cfg: Config, figures_dir: Path) -> None:
     corr = [correlations(*causal_data(df), cfg.n_boot, cfg.confidence, cfg.seed)
             .assign(label=label, model=df["model"].iloc[0]) for label, df in tables]
     layers = pd.concat([df for _, df in tables], ignore_index=True)
+    layers["checkpoint"] = layers["checkpoint"].fillna("").map(repo_relative)
     summary = pd.concat(corr, ignore_index=True)
     summary = summary[["label", "model", *[c for c in summary.columns if c not in ("label", "model")]]]
     write_table(layers, figures_dir, LAYERS_TABLE, cfg, NAME)
