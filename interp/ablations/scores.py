@@ -46,7 +46,11 @@ def contribution_scores(model: Any, batches: Iterable[Int[Tensor, "batch pos"]],
             handle.remove()
     if n_tokens == 0:
         raise ValueError("contribution_scores: `batches` was empty; pass at least one [batch, pos] token tensor")
-    return [(s / n_tokens).float() * down_column_norms(site.down).cpu() for s, site in zip(sums, sites)], n_tokens
+    scores = []
+    for s, site in zip(sums, sites):   # float32 (float64 for a float64 model), as down_column_norms
+        norms = down_column_norms(site.down).cpu()
+        scores.append((s / n_tokens).to(norms.dtype) * norms)
+    return scores, n_tokens
 
 
 def n_to_remove(width: int, fraction: float) -> int:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from jaxtyping import Float
+import torch
 from torch import Tensor, nn
 
 from interp.ablations.config import GROUPS
@@ -48,10 +49,13 @@ def layer_groups(n_layers: int, groups: Sequence[str] = GROUPS) -> dict[str, lis
 
 
 def down_column_norms(down: nn.Module) -> Float[Tensor, "d_mlp"]:
-    """||W_down[:, i]||_2 per neuron i: the length of the vector neuron i writes per unit activation."""
+    """||W_down[:, i]||_2 per neuron i: the length of the vector neuron i writes per unit activation; float32,
+    or float64 for a float64 model (a reference check keeps its precision)."""
     weight = getattr(down, "weight", None)
+    if weight is not None:
+        weight = weight.detach().to(torch.promote_types(weight.dtype, torch.float32))
     if isinstance(down, nn.Linear):          # weight [d_model, d_mlp]
-        return weight.detach().float().norm(dim=0)
+        return weight.norm(dim=0)
     if type(down).__name__ == "Conv1D":      # GPT-2's transposed linear: weight [d_mlp, d_model]
-        return weight.detach().float().norm(dim=1)
+        return weight.norm(dim=1)
     raise TypeError(f"down projection {type(down).__name__}: expected nn.Linear or transformers Conv1D")
