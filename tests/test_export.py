@@ -105,6 +105,26 @@ def test_refusals_change_nothing(run_dir, tmp_path, capsys):
     assert "does not export" in capsys.readouterr().err and not (tmp_path / "y").exists()
 
 
+def test_overwrite_never_replaces_the_run_or_a_folder_that_is_not_an_export(run_dir, tmp_path, capsys):
+    """--overwrite replaces an earlier export only: never the run itself, its step checkpoints, or other files."""
+    import shutil
+
+    run, _ = run_dir
+    copy = tmp_path / "copied"
+    shutil.copytree(run, copy)
+    before = {f.name: f.read_bytes() for f in copy.iterdir() if f.is_file()}
+    for target in (copy, copy / "checkpoints" / "step_000002", copy / "sub"):
+        assert _export(copy, target, "--overwrite") == 2
+        assert "inside the run being exported" in capsys.readouterr().err
+    assert {f.name: f.read_bytes() for f in copy.iterdir() if f.is_file()} == before and not (copy / "sub").exists()
+    (tmp_path / "busy").mkdir()
+    (tmp_path / "busy" / "config.json").write_text('{"model_type": "llama"}')
+    assert _export(copy, tmp_path / "busy", "--overwrite") == 2
+    assert "replaces only an earlier `interp export` folder" in capsys.readouterr().err
+    assert os.listdir(tmp_path / "busy") == ["config.json"]
+    assert _export(copy, tmp_path / "hf") == 0 and _export(copy, tmp_path / "hf", "--overwrite") == 0  # re-export
+
+
 def test_lm_eval_scores_an_export_as_it_scores_the_checkpoint(tmp_path):
     """lm-eval's own HF model class accepts an export, both as `interp eval EXPORT` (HFLM around the model the
     toolkit loads) and as `lm_eval --model hf --model_args pretrained=EXPORT,trust_remote_code=True` would (HFLM

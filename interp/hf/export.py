@@ -30,6 +30,7 @@ from interp._util.io import (
     atomic_write,
     exclusive_lock,
     json_sha256,
+    read_json,
     write_json_atomic,
 )
 from interp._util.paths import CONFIG_FILE, WEIGHTS_FILE
@@ -176,6 +177,27 @@ def _gpt2_config(model_cfg, *, eos_id: int | None, source: dict):
     return cfg
 
 
+def _check_out_dir(run_dir: Path, out_dir: Path, overwrite: bool) -> None:
+    """out_dir may be new, empty, or (with overwrite) an earlier export; never the run, a folder inside it (its
+    step checkpoints) or anything else that holds files, which --overwrite would silently replace."""
+    from interp.hf.resolve import EXPORT_MODEL_TYPES
+
+    if out_dir.exists() and not out_dir.is_dir():
+        raise InputError("is a file, not a folder", path=out_dir, fix="give --hf a new folder")
+    if out_dir.resolve().is_relative_to(run_dir.resolve()):
+        raise InputError(f"is inside the run being exported ({run_dir}): exporting there would overwrite the "
+                         "run's own files", path=out_dir, fix="give --hf a folder outside the run directory")
+    if not out_dir.is_dir() or not any(out_dir.iterdir()):
+        return
+    if not overwrite:
+        raise InputError("exists and is not empty", path=out_dir, fix="choose a new --hf folder or pass --overwrite")
+    config = read_json(out_dir / CONFIG_FILE, missing_ok=True, torn_ok=True)
+    if not isinstance(config, dict) or config.get("model_type") not in EXPORT_MODEL_TYPES:
+        raise InputError("--overwrite replaces only an earlier `interp export` folder, and this is not one (its "
+                         f"{CONFIG_FILE} has no tapered model_type)", path=out_dir,
+                         fix="choose a new --hf folder, or empty this one yourself")
+
+
 def export_hf(run_dir: PathLike, out_dir: PathLike, *, overwrite: bool = False) -> Path:
     """Write the Hugging Face folder of checkpoint `run_dir` to `out_dir`; returns out_dir.
 
@@ -201,8 +223,7 @@ def export_hf(run_dir: PathLike, out_dir: PathLike, *, overwrite: bool = False) 
         raise InputError(f"mixer {mixer!r} does not export: only {list(style.mixers)} blocks are exactly "
                          f"{style.family}'s (see interp.hf.export)",
                          path=run_dir / CONFIG_FILE, field="model.mixer")
-    if out_dir.exists() and any(out_dir.iterdir()) and not overwrite:
-        raise InputError("exists and is not empty", path=out_dir, fix="choose a new --hf folder or pass --overwrite")
+    _check_out_dir(run_dir, out_dir, overwrite)
     tokenizer = checkpoint_tokenizer(config, str(run_dir))  # before any write: a tokenizer we cannot rebuild fails
     model, _ = checkpoints.load_checkpoint(run_dir)
     source = {"exported_from": str(run_dir.resolve()), "checkpoint_config_sha256": json_sha256(config),
