@@ -126,6 +126,19 @@ def checkpoint(tmp_path, tiny_checkpoint):
     return run, text
 
 
+def test_population_metrics_beside_causal_rows_get_rows_but_no_sequence_profile(checkpoint):
+    """erank / participation / CKA have no per-sequence value: the causal pass profiles the per-token metrics only
+    (it used to fail with KeyError: 'mlp_erank')."""
+    run, text = checkpoint
+    metrics = ("rho_mlp", "mlp_erank", "mlp_participation", "cka_resid")
+    df = probes.probe(str(run), text=text, tokens=64, seq_len=16, batch_size=2, causal=True, metrics=metrics)
+    assert set(metrics) <= set(df["metric"]) and set(ab.CAUSAL_METRICS.values()) <= set(df["metric"])
+    _, profiles = ab.causal_data(df)
+    assert list(profiles) == ["rho_mlp"]
+    only = probes.probe(str(run), text=text, tokens=64, seq_len=16, batch_size=2, causal=True, metrics=("cka_resid",))
+    assert ab.causal_data(only)[1] == {} and ab.correlations(*ab.causal_data(only), n_boot=10).empty
+
+
 def test_causal_rows_join_the_correlational_rows(checkpoint):
     run, text = checkpoint
     df = probes.probe(str(run), text=text, tokens=64, seq_len=16, batch_size=2, causal=True)

@@ -98,14 +98,19 @@ def _excluded_dims(df: pd.DataFrame) -> list[int]:
 
 def sequence_profiles(model: Any, batches: Sequence[Int[Tensor, "batch pos"]], cfg: ProbeConfig,
                       exclude_dims: Sequence[int] = ()) -> dict[str, np.ndarray]:
-    """{metric: [n_layers, n_seq]}: each correlational metric's per-layer mean over each sequence alone,
-    with the probe settings of `cfg` (exclude_dims: the dimensions the whole-table pass measured)."""
+    """{metric: [n_layers, n_seq]}: each per-token metric's per-layer mean over each sequence alone, with the
+    probe settings of `cfg` (exclude_dims: the dimensions the whole-table pass measured). Population metrics
+    (erank, participation, CKA) have no per-sequence value: they get no causal correlation."""
+    from interp.probes.names import POPULATION_METRICS
     from interp.probes.run import accumulate
 
+    metrics = [m for m in cfg.metrics if m not in POPULATION_METRICS]
+    if not metrics:
+        return {}
     means: list[dict[str, Tensor]] = []
     for batch in batches:
         for seq in batch.split(1):
-            acc = accumulate(model, [seq], cfg.backend, cfg.metrics, cfg.positions, cfg.dtype, cfg.eps,
+            acc = accumulate(model, [seq], cfg.backend, metrics, cfg.positions, cfg.dtype, cfg.eps,
                              cfg.reference, list(exclude_dims) or None)
             means.append({m: acc.moments[m].mean.double().cpu() for m in acc.metrics})
     return {m: torch.stack([s[m] for s in means], 1).numpy() for m in means[0]}
