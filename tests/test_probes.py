@@ -426,6 +426,31 @@ def test_probe_rows_name_the_weights_and_the_tokenizer(tiny_run):
     assert set(passed_in["weights_sha256"]) == {""}        # an object's weights have no file to name
 
 
+@pytest.mark.integration
+@pytest.mark.skipif(not pretrained.REGISTRY["smollm2-135m"].installed(), reason="needs SmolLM2's package")
+def test_a_folder_holding_one_gguf_probes_and_names_the_files_weights(tmp_path):
+    """The folder, the .gguf file and the registry name are one model: one weights_sha256 (hashed after loading,
+    so a folder is never read as a file)."""
+    gguf = pretrained.REGISTRY["smollm2-135m"].locate()
+    (tmp_path / "ggdir").mkdir()
+    (tmp_path / "ggdir" / gguf.name).symlink_to(gguf)
+    hashes = {spec: set(probes.probe(spec, tokens=32, seq_len=16, metrics=("rho_mlp",))["weights_sha256"])
+              for spec in ("smollm2-135m", str(gguf), str(tmp_path / "ggdir"))}
+    assert len({h for v in hashes.values() for h in v}) == 1 and all(len(next(iter(v))) == 64 for v in hashes.values())
+
+
+def test_a_run_without_its_final_model_is_refused_with_the_reason(tiny_run, tmp_path):
+    import shutil
+
+    run_dir, text = tiny_run
+    copy = tmp_path / "unfinished"
+    shutil.copytree(run_dir, copy)
+    (copy / "model.safetensors").unlink()
+    with pytest.raises(Exception) as err:
+        probes.probe(str(copy), text=text, tokens=32, seq_len=16, tokenizer=CharTokenizer())
+    assert not isinstance(err.value, IsADirectoryError) and "model.safetensors" in str(err.value)
+
+
 def test_model_device_reads_the_weights_of_a_module_or_its_model_attribute():
     from types import SimpleNamespace
 

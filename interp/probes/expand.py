@@ -362,7 +362,10 @@ def ref_weights_sha256(ref: Any) -> str:
         return file_sha256(REGISTRY[ref.spec].locate())
     if ref.path is None or ref.kind not in KINDS:
         return ""
-    return weights_sha256(Target(Path(ref.path), ref.kind))
+    path = Path(ref.path)
+    if ref.kind == "gguf" and path.is_dir():   # a folder holding one .gguf file (interp.hf.resolve.classify_dir)
+        path = next(path.glob(f"*{GGUF_SUFFIX}"))
+    return weights_sha256(Target(path, ref.kind))
 
 
 def definition_sha256(target: Target) -> str:

@@ -163,10 +163,10 @@ def probe(model: Any = "smollm2-135m", text: str | Path | None = None, *, config
     if isinstance(model, str | Path):
         ref = hf.resolve_model(model, trust_remote_code=trust_remote_code)
         checkpoint = ref.checkpoint
-        weights = ref_weights_sha256(ref)
         tok = tokenizer if tokenizer is not None else ref.load_tokenizer()
         ids = check_ids(tok)
         model_obj = to_device(ref.load(), device)
+        weights = ref_weights_sha256(ref)   # after the load: a model that does not load says why first
         label = ref.label if ref.kind == "checkpoint" else str(model)
     else:
         model_obj = model
