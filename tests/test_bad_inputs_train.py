@@ -59,6 +59,9 @@ def run_dir(kind: str, cache: bool = True):
         if cache:
             shutil.copytree(_template() / "cache", tmp / "cache")
         shutil.copytree(_template() / "runs" / kind, tmp / OUT)
+        # runs store their source as an absolute path: the copy names the case's own corpus, as if trained there
+        for path in (tmp / OUT).rglob("*.json"):
+            path.write_text(path.read_text().replace(str(_template() / "corpus"), str(tmp / "corpus")))
     return setup
 
 

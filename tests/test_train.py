@@ -314,3 +314,24 @@ def test_cli_help_does_not_import_torch():
     code = "import sys; from interp.cli import build_parser; build_parser(); print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_a_run_trained_on_relative_paths_is_read_from_anywhere(env, tmp_path, monkeypatch):
+    """`interp train --source corpus --out run` typed in one folder; the run is probed from another (its config
+    stores the source, whose BPE the probe rebuilds, as an absolute path; names such as wiki stay names)."""
+    import shutil
+
+    from interp.cli import main
+    from interp.training.checkpoints import read_config
+
+    work = tmp_path / "work"
+    shutil.copytree(env[0], work / "corpus")
+    monkeypatch.chdir(work)
+    args = ["train", "--preset", "micro", "--source", "corpus", "--out", "run", "--steps", "2", "--threads", "1",
+            "--set", "val_fraction=0.25", "--set", "progress=false"]
+    assert main(args) == 0
+    assert read_config(work / "run")["train"]["source"] == str(work / "corpus")
+    assert TrainConfig(source="wiki", tokenizer="bpe").source == "wiki"
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "p.parquet"
+    assert main(["probe", "--model", str(work / "run"), "--tokens", "32", "--seq-len", "16", "--out", str(out)]) == 0

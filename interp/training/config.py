@@ -10,6 +10,8 @@ import dataclasses
 import json
 import math
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 from interp._util.config import flag_name, option, reject_unknown_keys
 from interp._util.dtypes import AUTO, TORCH_NAMES, dtype_names
@@ -37,6 +39,14 @@ def _pair(text: str) -> tuple[float, float]:
     if len(values) != 2:
         raise ValueError(f"--betas {text!r}: give two numbers, e.g. 0.9,0.95")
     return values
+
+
+def _absolute_path(value: Any, names: tuple[str, ...]) -> Any:
+    """`value` as an absolute path when it is an existing relative path and not one of `names`; else as given."""
+    if not isinstance(value, str) or value in names or not value:
+        return value
+    path = Path(value).expanduser()
+    return str(path.resolve()) if not path.is_absolute() and path.exists() else value
 
 
 @dataclass
@@ -112,6 +122,12 @@ class TrainConfig:
     notes: str = option("", "free text stored with the run", cli=False)
 
     def __post_init__(self) -> None:
+        from interp.data.corpora import CORPORA
+
+        # a path typed relative to where `interp train` ran is stored absolute: probe, eval and export read the
+        # run's source (its BPE) and tokenizer from any directory. Names (wiki, bpe, ...) stay names.
+        self.source = _absolute_path(self.source, CORPORA)
+        self.tokenizer = _absolute_path(self.tokenizer, ("bpe", "smollm2", "gpt2"))
         if isinstance(self.width, dict):
             self.width = WidthSpec.from_dict(self.width)
         self.betas = tuple(self.betas)
