@@ -206,6 +206,10 @@ Case("data-train-source-folder-empty-files", item="new", argv=[*MICRO, "--source
      message=r"interp train: folder 'texts': its 1 .txt/.md files hold no text")
 Case("data-probe-text-folder", item="new", argv=[*PROBE, "--text", "texts"],
      setup=probe_model(_write("texts")), message=r"interp probe: text='texts': is a folder")
+Case("data-probe-seq-len-1-skip-first", item="new", argv=[*PROBE, "--seq-len", "1"], setup=probe_model(),
+     message=r"interp probe: seq_len=1 with positions=skip_first counts no token .*pass positions=all")
+Case("data-probe-eps-nan", item="new", argv=[*PROBE, "--eps", "nan"], setup=probe_model(),
+     message=r"interp probe: eps=nan: a positive finite floor")
 Case("data-train-val-fraction-holds-nothing", item="new", argv=[*BOOK, "--val-fraction", "0.00001"], setup=_book,
      message=r"interp train: val_fraction=1e-05 holds out no document .*at least 0.0001")
 Case("data-train-tokenizer-not-a-tokenizer", item="new", argv=[*BOOK, "--tokenizer", "conf.json"],

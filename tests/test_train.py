@@ -331,7 +331,7 @@ def test_a_run_trained_on_relative_paths_is_read_from_anywhere(env, tmp_path, mo
             "--set", "val_fraction=0.25", "--set", "progress=false"]
     assert main(args) == 0
     assert read_config(work / "run")["train"]["source"] == str(work / "corpus")
-    assert TrainConfig(source="wiki", tokenizer="bpe").source == "wiki"
+    assert TrainConfig(source="wiki", tokenizer="bpe").to_dict()["source"] == "wiki"
     monkeypatch.chdir(tmp_path)
     out = tmp_path / "p.parquet"
     assert main(["probe", "--model", str(work / "run"), "--tokens", "32", "--seq-len", "16", "--out", str(out)]) == 0

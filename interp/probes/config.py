@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -92,7 +93,12 @@ class ProbeConfig:
         if self.text is not None and not isinstance(self.text, str):
             raise ValueError(f"text={self.text!r}: a text file path, a corpus name, or None (held-out wiki)")
         check_device_name(self.device)
+        if isinstance(self.eps, bool) or not isinstance(self.eps, int | float) or not 0 < self.eps < math.inf:
+            raise ValueError(f"eps={self.eps!r}: a positive finite floor for |a||b| (default {DEFAULT_EPS})")
         sequence_plan(self.tokens, self.seq_len, self.batch_size, self.prepend_bos)
+        if self.positions == "skip_first" and self.seq_len < 2:
+            raise ValueError(f"seq_len={self.seq_len} with positions=skip_first counts no token (position 0 of each "
+                             "sequence is left out): raise seq_len to >= 2, or pass positions=all")
         return self
 
     def to_dict(self) -> dict[str, Any]:

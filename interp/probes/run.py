@@ -158,7 +158,7 @@ def probe(model: Any = "smollm2-135m", text: str | Path | None = None, *, config
         return ids
 
     ids: list[int] | None = None
-    checkpoint, weights = "", ""   # weights: sha256 of the weight files of a model given by name or path
+    checkpoint, ref = "", None
     start = time.perf_counter()
     if isinstance(model, str | Path):
         ref = hf.resolve_model(model, trust_remote_code=trust_remote_code)
@@ -166,7 +166,6 @@ def probe(model: Any = "smollm2-135m", text: str | Path | None = None, *, config
         tok = tokenizer if tokenizer is not None else ref.load_tokenizer()
         ids = check_ids(tok)
         model_obj = to_device(ref.load(), device)
-        weights = ref_weights_sha256(ref)   # after the load: a model that does not load says why first
         label = ref.label if ref.kind == "checkpoint" else str(model)
     else:
         model_obj = model
@@ -186,6 +185,9 @@ def probe(model: Any = "smollm2-135m", text: str | Path | None = None, *, config
     acc = accumulate(model_obj, batches, cfg.backend, cfg.metrics, cfg.positions, cfg.dtype, cfg.eps, cfg.reference,
                      cfg.exclude_massive_dims)
     probe_s = time.perf_counter() - start
+    # the weights' sha256 (a model given by name or path), once everything has been checked and measured: a bad
+    # input writes nothing, not even the hash cache
+    weights = ref_weights_sha256(ref) if ref is not None else ""
     df = to_frame(acc, model=label, checkpoint=checkpoint, seq_len=cfg.seq_len, prepend_bos=cfg.prepend_bos,
                   text_source=text_source, text_sha256=text_sha256(text_str), weights_sha256=weights,
                   tokenizer=tokenizer_label)

@@ -122,19 +122,20 @@ class TrainConfig:
     notes: str = option("", "free text stored with the run", cli=False)
 
     def __post_init__(self) -> None:
-        from interp.data.corpora import CORPORA
-
-        # a path typed relative to where `interp train` ran is stored absolute: probe, eval and export read the
-        # run's source (its BPE) and tokenizer from any directory. Names (wiki, bpe, ...) stay names.
-        self.source = _absolute_path(self.source, CORPORA)
-        self.tokenizer = _absolute_path(self.tokenizer, ("bpe", "smollm2", "gpt2"))
         if isinstance(self.width, dict):
             self.width = WidthSpec.from_dict(self.width)
         self.betas = tuple(self.betas)
         self.cooldowns = tuple(self.cooldowns)
 
     def to_dict(self) -> dict:
+        """The stored form (config.json, run comparisons). A source or tokenizer typed as a path relative to the
+        working directory is stored absolute, so probe, eval and export read the run's source (its BPE) and
+        tokenizer from any directory; names (wiki, bpe, ...) stay names, and messages keep what was typed."""
+        from interp.data.corpora import CORPORA
+
         d = dataclasses.asdict(self)
+        d["source"] = _absolute_path(self.source, CORPORA)
+        d["tokenizer"] = _absolute_path(self.tokenizer, ("bpe", "smollm2", "gpt2"))
         d["width"], d["betas"], d["cooldowns"] = self.width.to_dict(), list(self.betas), list(self.cooldowns)
         return d
 
