@@ -64,7 +64,14 @@ def read_profile(table: PathLike, measure: str, model: str = "", where: str = ""
     path = Path(table)
     if path.suffix not in (".parquet", ".csv"):
         raise InputError("expected a .parquet or .csv probe table", path=path, field="--from")
-    df = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
+    if not path.is_file():
+        raise InputError("no such probe table", path=path, field="--from",
+                         fix="write one with `interp probe ... --out FILE` (or interp batch / ablate pretrained)")
+    try:
+        df = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
+    except (OSError, ValueError) as err:   # a truncated or foreign file
+        raise InputError(f"cannot be read as a {path.suffix[1:]} table ({type(err).__name__}: {err})", path=path,
+                         field="--from", fix="give a table written by interp probe / batch / ablate pretrained") from None
     missing = {"layer", "metric", "mean"} - set(df.columns)
     if missing:
         raise InputError(f"has no column(s) {sorted(missing)}; give a table written by interp probe / batch",
@@ -138,6 +145,9 @@ def load_width_spec(path: PathLike) -> WidthSpec:
     except FileNotFoundError:
         raise InputError("no such widths file", path=path, field="--width-file",
                          fix="write one with `interp taper derive ... --out FILE`") from None
+    except ValueError as err:   # not JSON, or not text at all
+        raise InputError(f"not a widths file ({str(err).removeprefix(f'{path}: ')})", path=path,
+                         field="--width-file", fix="write one with `interp taper derive ... --out FILE`") from None
     if not isinstance(doc, dict) or doc.get("format") != WIDTHS_FORMAT or not isinstance(doc.get("width"), dict):
         raise InputError(f"not a widths file (expected format {WIDTHS_FORMAT!r} and a `width` object)",
                          path=path, field="--width-file", fix="write one with `interp taper derive ... --out FILE`")

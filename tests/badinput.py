@@ -78,6 +78,16 @@ def snapshot(root: Path) -> dict[str, str]:
     return out
 
 
+def copy_run(template: Path, run: Path, dest: Path) -> None:
+    """Copy the run `template`/runs/... at `run` to `dest` as if it had been trained beside `dest`'s corpus: runs
+    store their source as an absolute path (TrainConfig.to_dict), so the template's corpus path is renamed."""
+    import shutil
+
+    shutil.copytree(run, dest)
+    for path in dest.rglob("*.json"):
+        path.write_text(path.read_text().replace(str(template / "corpus"), str(dest.parent.parent / "corpus")))
+
+
 def _allowed(rel: str, globs: tuple[str, ...]) -> bool:
     return any(fnmatch.fnmatch(rel, g) or fnmatch.fnmatch(rel, g.rstrip("/") + "/*") for g in globs)
 

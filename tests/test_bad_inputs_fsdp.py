@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.badinput import Case, _in, cases_of, check_case
+from tests.badinput import Case, _in, cases_of, check_case, copy_run
 from tests.factories import write_corpus
 
 OUT = "runs/x"
@@ -44,7 +44,7 @@ def stopped(change=None):
     """setup: the corpus and a copy of the stopped sharded run at runs/x (no token cache), then change(run)."""
     def setup(tmp: Path) -> None:
         shutil.copytree(_template() / "corpus", tmp / "corpus")
-        shutil.copytree(_template() / "runs" / "stopped", tmp / OUT)
+        copy_run(_template(), _template() / "runs" / "stopped", tmp / OUT)
         if change:
             change(tmp / OUT)
     return setup

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from interp._util.paths import CONFIG_FILE, RESULT_FILE, TRAIN_STATE_FILE
-from tests.badinput import REPO, Case, _in, cases_of, check_case
+from tests.badinput import REPO, Case, _in, cases_of, check_case, copy_run
 from tests.factories import write_corpus
 
 OUT = "runs/x"
@@ -58,10 +58,7 @@ def run_dir(kind: str, cache: bool = True):
         corpus(tmp)
         if cache:
             shutil.copytree(_template() / "cache", tmp / "cache")
-        shutil.copytree(_template() / "runs" / kind, tmp / OUT)
-        # runs store their source as an absolute path: the copy names the case's own corpus, as if trained there
-        for path in (tmp / OUT).rglob("*.json"):
-            path.write_text(path.read_text().replace(str(_template() / "corpus"), str(tmp / "corpus")))
+        copy_run(_template(), _template() / "runs" / kind, tmp / OUT)
     return setup
 
 

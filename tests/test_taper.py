@@ -111,6 +111,20 @@ def test_taper_derive_refuses_bad_input(tmp_path, capsys, argv, message):
     assert code == 2 and re.search(message, capsys.readouterr().err)
 
 
+def test_missing_or_foreign_files_name_the_file_and_the_flag(tmp_path, capsys):
+    from interp.cli import main
+
+    (tmp_path / "blob.parquet").write_bytes(bytes(range(200, 256)) * 4)
+    for table, message in (("nosuch.parquet", "--from: no such probe table"),
+                           ("blob.parquet", "--from: cannot be read as a parquet table")):
+        assert main(["taper", "derive", "--from", str(tmp_path / table)]) == 2
+        assert f"{tmp_path / table}: {message}" in capsys.readouterr().err
+    assert main(["train", "--preset", "micro", "--width-file", str(tmp_path / "blob.parquet"),
+                 "--out", str(tmp_path / "run")]) != 0
+    assert "blob.parquet: --width-file: not a widths file (not a JSON text file" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
+
+
 def test_several_rows_per_layer_name_the_columns(tmp_path, capsys):
     from interp.cli import main
 

@@ -161,6 +161,11 @@ def read_json(path: PathLike, missing_ok: bool = False, torn_ok: bool = False) -
         if missing_ok:
             return None
         raise
+    except UnicodeDecodeError as err:   # a binary file: name it, as for bad JSON
+        if torn_ok:
+            return None
+        raise ValueError(f"{path}: not a JSON text file (byte {err.object[err.start]:#04x} at offset {err.start} "
+                         "is not UTF-8)") from None
     try:
         return json.loads(text)
     except ValueError as err:
