@@ -401,3 +401,22 @@ def test_wiki_with_real_tokenizers():
     smol_tokens = data.prepare_tokens("wiki", "smollm2")
     assert smol_tokens.meta["dtype"] == "uint16" and len(smol_tokens.val) >= 16_384
     assert smol_tokens.val[:50].tolist() == smol.encode(data.heldout_text("wiki")[:10_000])[:50]
+
+
+@pytest.mark.skipif(not __import__("interp.hf.registry", fromlist=["REGISTRY"]).REGISTRY["smollm2-135m"].installed(),
+                    reason="needs SmolLM2's package")
+def test_a_registry_models_name_is_its_tokenizer(monkeypatch):
+    """--tokenizer smollm2-135m is smollm2's tokenizer; gemma3-270m names its GGUF's (it had no name)."""
+    from interp.data import tokenizers
+    from interp.hf.registry import REGISTRY
+
+    text = "The quick brown fox jumps over the lazy dog."
+    assert data.get_tokenizer("smollm2-135m").encode(text) == data.get_tokenizer("smollm2").encode(text)
+    opened = []   # Gemma's 262k-id GGUF tokenizer costs seconds to build: check which file the name opens
+    monkeypatch.setattr(tokenizers, "_gguf_tokenizer", lambda path, name: opened.append((path, name)))
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    monkeypatch.setitem(REGISTRY, "gemma3-270m", SimpleNamespace(installed=lambda: True, locate=lambda: Path("g.gguf")))
+    data.get_tokenizer("gemma3-270m")
+    assert opened == [(Path("g.gguf"), "gemma3-270m")]

@@ -79,8 +79,9 @@ class TextTokenizer:
 def get_tokenizer(name: str | TextTokenizer = "bpe", vocab_size: int = 8192, source: str = "wiki",
                   val_fraction: float = 0.05) -> TextTokenizer:
     """``"bpe"`` (byte-level BPE trained on the TRAIN split of ``source``, cached), ``"smollm2"``, ``"gpt2"``
-    (GPT-2's own BPE, fetched by scripts/setup.sh), a local HF tokenizer folder, a ``tokenizer.json`` file, or a
-    ``.gguf`` file.
+    (GPT-2's own BPE, fetched by scripts/setup.sh), a registry model's name (its GGUF's tokenizer:
+    ``"smollm2-135m"`` is ``"smollm2"``, ``"gemma3-270m"`` Gemma-3's), a local HF tokenizer folder, a
+    ``tokenizer.json`` file, or a ``.gguf`` file.
 
     ``vocab_size``, ``source`` and ``val_fraction`` only matter for ``"bpe"``.
     """
@@ -92,6 +93,14 @@ def get_tokenizer(name: str | TextTokenizer = "bpe", vocab_size: int = 8192, sou
         return _gguf_tokenizer(_smollm2_gguf(), "smollm2")
     if name == "gpt2":
         return _gpt2_tokenizer()
+    from interp.hf.registry import REGISTRY   # torch-free: locates files only
+
+    if name in REGISTRY:   # a registry model's own tokenizer, from its GGUF file (smollm2-135m = "smollm2")
+        entry = REGISTRY[name]
+        if not entry.installed():
+            raise FileNotFoundError(f"tokenizer {name!r} needs the model's package: {entry.pip_command}")
+        return _gguf_tokenizer(_smollm2_gguf(), "smollm2") if name == "smollm2-135m" else \
+            _gguf_tokenizer(entry.locate(), name)
     path = Path(name).expanduser()
     if path.is_file() and path.suffix == ".gguf":
         return _gguf_tokenizer(path, path.stem)
@@ -104,8 +113,8 @@ def get_tokenizer(name: str | TextTokenizer = "bpe", vocab_size: int = 8192, sou
                          "pass one of those, 'bpe', 'smollm2' or 'gpt2'")
     if looks_like_path(name):
         raise FileNotFoundError(f"tokenizer {name!r}: no such file or folder")
-    raise ValueError(f"unknown tokenizer {name!r}: use 'bpe', 'smollm2', 'gpt2', a local HF tokenizer folder, "
-                     "a tokenizer.json file or a .gguf file")
+    raise ValueError(f"unknown tokenizer {name!r}: use 'bpe', 'smollm2', 'gpt2', a registry model's name "
+                     f"({', '.join(REGISTRY)}), a local HF tokenizer folder, a tokenizer.json file or a .gguf file")
 
 
 def _bpe_tokenizer(source: str, vocab_size: int, val_fraction: float) -> TextTokenizer:
