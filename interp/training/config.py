@@ -72,7 +72,8 @@ class TrainConfig:
     # data (interp.data.prepare_tokens); the model uses the tokenizer's actual vocabulary size
     source: str = option("wiki", "wiki, shakespeare, english, a text file or folder, or a folder from "
                                  "`interp data tokenize`")
-    tokenizer: str = option("bpe", "bpe (trained on the source's train split), smollm2, gpt2, or a tokenizer path")
+    tokenizer: str = option("bpe", "bpe (trained on the source's train split), smollm2, gpt2, a registry model's name "
+                            "(its tokenizer: smollm2-135m, gemma3-270m), or a tokenizer path")
     vocab_size: int = option(8192, "vocabulary of a trained BPE")
     val_fraction: float = option(0.05, "fraction of documents held out for validation")
     # optimisation
