@@ -56,6 +56,18 @@ def hf_dir(request, tmp_path_factory, smollm2_tokenizer):
     return path
 
 
+def test_context_length_of_the_hf_dir(hf_dir):
+    """interp.hf.context_length reads each architecture's own field (GPT-2: n_positions) from the loaded directory;
+    check_fits refuses one position more, naming the field and the fix."""
+    loaded = hf.load_pretrained(str(hf_dir))
+    assert hf.context_length(loaded) == 128
+    hf.check_fits(loaded, 128)
+    field = "n_positions" if loaded.architecture == "GPT2LMHeadModel" else "max_position_embeddings"
+    with pytest.raises(ValueError, match=rf"^seq_len: 129 tokens .* 128 positions \(config {field}\) "
+                                         r"\(use seq_len <= 128\)"):
+        hf.check_fits(loaded, 129)
+
+
 def _reference_rho_mlp(path, text: str) -> list[float]:
     """Per-layer mean over tokens of cos(mlp_out, resid_pre), float64, from plain HF forward hooks."""
     from transformers import AutoModelForCausalLM, AutoTokenizer

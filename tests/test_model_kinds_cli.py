@@ -9,6 +9,8 @@ build tiny models (seconds)."""
 
 from __future__ import annotations
 
+import importlib.util
+
 import pandas as pd
 import pytest
 import torch
@@ -101,6 +103,22 @@ def test_hub_id_offline_is_one_clear_error(argv, capsys, tmp_path, monkeypatch):
     message = message or capsys.readouterr().err
     assert code == 2
     assert "no-such-org/no-such-model" in message and "offline" in message
+
+
+@pytest.mark.integration
+@smollm2
+@pytest.mark.skipif(importlib.util.find_spec("flash_attn") is not None, reason="flash-attn is installed")
+def test_flash_attention_without_flash_attn_is_one_clear_error(capsys, tmp_path):
+    """The audit's command: a raw ImportError from transformers before; one line naming the field and the fix now."""
+    argv = ["ablate", "pretrained", "--model", NAME, "--attn-implementation", "flash_attention_2", "--seq-len", "32",
+            "--score-sequences", "2", "--eval-sequences", "2", "--batch-size", "2", "--fractions", "0.5", "--seeds",
+            "0", "--groups", "late", "--skip-layers", "0", "--figures-dir", str(tmp_path / "figures")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "ImportError" not in err
+    line = [x for x in err.splitlines() if x.startswith("interp ablate pretrained:")]
+    assert len(line) == 1 and "attn_implementation: 'flash_attention_2' cannot be used" in line[0]
+    assert "use sdpa or eager" in line[0] and "flash-attn" in line[0]
 
 
 # ------------------------------------------------------------------------------------------ a GPT-2-style checkpoint

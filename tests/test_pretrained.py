@@ -211,6 +211,23 @@ def test_hub_id_offline_fails_with_clear_message(monkeypatch):
         pt.load_tokenizer("someorg/some-model-that-is-not-cached")
 
 
+def test_hub_id_not_in_the_cache_is_never_asked_of_the_hub(monkeypatch):
+    """The local cache is asked first: a missing hub id never reaches from_pretrained (whose hub requests retry
+    for ~50 s without a network; tests/test_hf_loading_errors.py times it with HF_HUB_OFFLINE unset)."""
+    import transformers
+
+    def reached(*_a, **_k):
+        raise AssertionError("from_pretrained was called for a hub id that is not cached")
+
+    for cls in (transformers.AutoTokenizer, transformers.AutoModelForCausalLM, transformers.AutoConfig):
+        monkeypatch.setattr(cls, "from_pretrained", reached)
+    with pytest.raises(OSError, match=r"'someorg/not-cached' is not available offline.* not in the local Hugging "
+                                      r"Face cache"):
+        load_pretrained("someorg/not-cached")
+    with pytest.raises(OSError, match=r"not in the local Hugging Face cache"):
+        pt.load_tokenizer("someorg/not-cached")
+
+
 # --------------------------------------------------------------------------------------------------
 # The dequantized cache (tiny model: the real-model round trip is an integration test below)
 # --------------------------------------------------------------------------------------------------
@@ -318,6 +335,10 @@ def test_smollm2_shape_matches_registry_and_site_map(smol):
     for rel in (loaded.sites.mlp, loaded.sites.attn, loaded.sites.mlp_input_norm):
         assert isinstance(get_submodule(layer, rel), nn.Module)
     assert loaded.sites.mlp_input_norm == "post_attention_layernorm"
+    assert pt.context_length(loaded) == 8192   # SmolLM2's context (GGUF llama.context_length)
+    pt.check_fits(loaded, 8192)
+    with pytest.raises(ValueError, match=r"seq_len: 8193 tokens .* 8192 positions"):
+        pt.check_fits(loaded, 8193)
 
 
 @pytest.mark.integration
@@ -382,6 +403,7 @@ def test_gemma3_loads_and_hook_mlp_out_is_after_post_feedforward_norm():
     assert (loaded.n_layers(), loaded.d_model, loaded.d_mlp) == (entry.n_layers, entry.d_model, entry.d_ff)
     assert loaded.sites.post_mlp_norm == "post_feedforward_layernorm"
     assert loaded.sites.mlp_out_module == "post_feedforward_layernorm"
+    assert pt.context_length(loaded) == loaded.model.config.max_position_embeddings >= 8192
     ids = loaded.tokenizer("The capital of France is", return_tensors="pt").input_ids
     s = assert_stream_identities(loaded.model, loaded.sites, ids, atol=1e-3)
     # the raw MLP output does not close the residual identity: the stream adds the NORMED output

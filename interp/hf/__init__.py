@@ -2,7 +2,8 @@
 the per-architecture adapter table, TL/nnsight wrappers.
 
     resolve.py    what a model spec is (the one resolver, for every entry point)
-    adapters.py   SiteMap per architecture (residual sites, MLP and its projections), unwrap(model)
+    adapters.py   SiteMap per architecture (residual sites, MLP and its projections), unwrap(model),
+                  context_length(model) / check_fits(model, n_tokens, field)
     registry.py   offline models shipped in pip packages (REGISTRY, available_models)
     cache.py      the dequantized fp32 cache of GGUF models
     load.py       LoadedModel, load_pretrained, load_tokenizer
@@ -36,6 +37,9 @@ _EXPORTS = {
     'mlp_modules': 'adapters',
     'mlp_down_modules': 'adapters',
     'lens_modules': 'adapters',
+    'CONTEXT_FIELDS': 'adapters',
+    'context_length': 'adapters',
+    'check_fits': 'adapters',
     'DEFAULT_MODEL': 'registry',
     'RegistryEntry': 'registry',
     'REGISTRY': 'registry',

@@ -1,5 +1,6 @@
 """The adapter table: where the residual stream, the MLP and its projections live in each architecture,
-and `unwrap`, the one way to get the nn.Module behind any model object we accept.
+and `unwrap`, the one way to get the nn.Module behind any model object we accept; `context_length` /
+`check_fits`, how many positions a model was built for (config field names differ per architecture).
 
 Every hook-placing module (probes, ablations, tests) goes through a SiteMap, never through module names of
 its own: norm names are not portable ("post_attention_layernorm" is the MLP's input norm on Llama but the
@@ -9,10 +10,13 @@ a Conv1D whose weight is [in, out]).
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 from typing import Any
 
 from torch import nn
+
+from interp._util.errors import InputError
 
 
 @dataclass(frozen=True)
@@ -174,3 +178,71 @@ def lens_modules(model: Any) -> tuple[nn.Module, nn.Module]:
     root, sites = root_and_sites(model)
     found = [get_submodule(root, path) for path in (sites.final_norm, sites.unembed)]
     return tuple(getattr(m, "original_component", m) for m in found)  # type: ignore[return-value]
+
+
+# --------------------------------------------------------------------------------------------------
+# Context length: how many positions a model was built (and trained) for
+# --------------------------------------------------------------------------------------------------
+
+# config fields that hold the context, per architecture: Llama / Qwen / Gemma (and our tapered Llama export) use
+# max_position_embeddings, GPT-2 (and our tapered GPT-2 export) n_positions, older GPT-style configs n_ctx
+CONTEXT_FIELDS = ("max_position_embeddings", "n_positions", "n_ctx")
+
+
+def _is_config(obj: Any) -> bool:
+    """A transformers PretrainedConfig (duck-typed: importing transformers is not needed to ask)."""
+    return not isinstance(obj, nn.Module) and hasattr(obj, "to_json_string") and hasattr(obj, "model_type")
+
+
+def _context(model: Any) -> tuple[int | None, str]:
+    """(context length, the field it was read from) of any object `unwrap` accepts, or of a transformers config."""
+    if _is_config(model):
+        config = model
+    else:
+        module = unwrap(model)
+        config = getattr(module, "config", None)
+        ours = getattr(module, "cfg", None)  # interp.model.TaperedLM: ModelConfig.n_ctx
+        if config is None and ours is not None:
+            n_ctx = getattr(ours, "n_ctx", None)
+            return (n_ctx if _positive_int(n_ctx) else None), "ModelConfig.n_ctx"
+    if config is None:
+        return None, ""
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config  # multimodal: the LM's
+    aliases = getattr(text, "attribute_map", None) or {}  # GPT-2: max_position_embeddings -> n_positions
+    for name in CONTEXT_FIELDS:
+        value = getattr(text, name, None)
+        if _positive_int(value):
+            return value, f"config {aliases.get(name, name)}"
+    return None, ""
+
+
+def _positive_int(value: Any) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool) and value > 0
+
+
+def context_length(model: Any) -> int | None:
+    """The number of positions `model` was built for: a Hugging Face model's config.json max_position_embeddings
+    (Llama, Qwen, Gemma), n_positions (GPT-2) or n_ctx; our TaperedLM's ModelConfig.n_ctx. None when unknown.
+
+    Takes anything `unwrap` accepts (an interp.hf.LoadedModel, an HF causal LM, a TaperedLM, a TransformerBridge,
+    an nnsight wrapper) or a transformers config."""
+    return _context(model)[0]
+
+
+def check_fits(model: Any, n_tokens: int, field: str = "seq_len") -> None:
+    """InputError (a ValueError) naming `field`, the model's context and the fix when sequences of `n_tokens`
+    tokens (as the model sees them, a prepended BOS included) do not fit `model`'s context (context_length).
+
+    Beyond it a model with learned positions (GPT-2) fails inside its embedding with an IndexError, and a RoPE model
+    (Llama, Gemma) runs silently on positions it was never trained on; a model whose context is unknown passes."""
+    if not _positive_int(n_tokens):
+        raise InputError(f"{n_tokens!r} is not a positive number of tokens", field=field,
+                         fix="give a whole number >= 1")
+    context, where = _context(model)
+    if context is None or n_tokens <= context:
+        return
+    name = getattr(model, "name", None)  # a LoadedModel's spec as given
+    if not isinstance(name, str) or not name:
+        name = type(model if _is_config(model) else unwrap(model)).__name__
+    raise InputError(f"{n_tokens} tokens per sequence exceed the context of model {name!r}: {context} positions "
+                     f"({where})", field=field, fix=f"use {field} <= {context}")

@@ -2,7 +2,8 @@
 
 What a spec names is decided by interp.hf.resolve (the only resolver); this module loads each kind:
   registry / gguf   dequantize the GGUF to fp32 once, then read the cache (interp.hf.cache);
-  hf_dir / hub      AutoModelForCausalLM.from_pretrained (a hub id fails fast offline, with the fix);
+  hf_dir / hub      AutoModelForCausalLM.from_pretrained, local files only: a hub id loads from the local
+                    Hugging Face cache or fails at once with the fix (never a download, never a retry);
   checkpoint        refused: ours are TaperedLMs, loaded by interp.training.checkpoints (or ModelRef.load()).
 Every from_pretrained call gets trust_remote_code explicitly (the ModelRef's, False unless the caller passed
 trust_remote_code=True / --trust-remote-code), so transformers never prompts and never runs a directory's
@@ -30,6 +31,10 @@ from interp.hf.cache import _cache_path, _drop_quantization_state, _save_cache, 
 from interp.hf.gguf_file import check_gguf
 from interp.hf.registry import DEFAULT_MODEL, REGISTRY
 from interp.hf.resolve import GGUF_SUFFIX, ModelRef, ModelResolutionError, resolve_model
+
+# attn_implementation values that need nothing beyond torch; any other (flash_attention_2, flex_attention, a kernels
+# hub id) may be refused by transformers for a missing package or an architecture without it (_attn_error)
+BUILTIN_ATTENTION = ("eager", "sdpa")
 
 
 @dataclass
@@ -103,7 +108,7 @@ def _check_config(where: str, trust_remote_code: bool) -> None:
 
     register_tapered_llama()
     try:
-        AutoConfig.from_pretrained(where, trust_remote_code=trust_remote_code)
+        AutoConfig.from_pretrained(where, trust_remote_code=trust_remote_code, local_files_only=True)
     except (StrictDataclassError, TypeError, KeyError) as err:
         raise InputError(f"not a valid model config ({one_line(err)}); fix the field or re-save the model",
                          path=Path(where) / CONFIG_FILE) from err
@@ -116,20 +121,40 @@ def _from_pretrained(where: str, gguf_file: str | None, dtype: torch.dtype, attn
 
     register_tapered_llama()  # `interp export` folders load with the installed classes, never their code copy
     start = time.perf_counter()
-    tokenizer = AutoTokenizer.from_pretrained(where, gguf_file=gguf_file, trust_remote_code=trust_remote_code)
+    # local_files_only: nothing is downloaded, and a hub id missing from the cache fails at once (not after
+    # huggingface_hub's ~50 s of retries when there is no network)
+    tokenizer = AutoTokenizer.from_pretrained(where, gguf_file=gguf_file, trust_remote_code=trust_remote_code,
+                                              local_files_only=True)
     timings["tokenizer_s"] = time.perf_counter() - start
     start = time.perf_counter()
-    options = dict(dtype=dtype, attn_implementation=attn_implementation, trust_remote_code=trust_remote_code)
-    if gguf_file is None:
-        # a directory: weights that are missing or do not fit config.json would be initialised at random
-        # (silently, or after a traceback); ask for the report and refuse them with the first one named
-        model, info = AutoModelForCausalLM.from_pretrained(where, output_loading_info=True,
-                                                           ignore_mismatched_sizes=True, **options)
-        _check_loading(where, info)
-    else:
-        model = AutoModelForCausalLM.from_pretrained(where, gguf_file=gguf_file, **options)
+    options = dict(dtype=dtype, attn_implementation=attn_implementation, trust_remote_code=trust_remote_code,
+                   local_files_only=True)
+    try:
+        if gguf_file is None:
+            # a directory: weights that are missing or do not fit config.json would be initialised at random
+            # (silently, or after a traceback); ask for the report and refuse them with the first one named
+            model, info = AutoModelForCausalLM.from_pretrained(where, output_loading_info=True,
+                                                               ignore_mismatched_sizes=True, **options)
+            _check_loading(where, info)
+        else:
+            model = AutoModelForCausalLM.from_pretrained(where, gguf_file=gguf_file, **options)
+    except (ImportError, ValueError) as err:
+        if attn_implementation in BUILTIN_ATTENTION or isinstance(err, InputError) or (
+                isinstance(err, ValueError) and not any(w in str(err).lower() for w in ("attention", "attn"))):
+            raise
+        raise _attn_error(attn_implementation, err) from err
     timings["model_s"] = time.perf_counter() - start
     return model, tokenizer
+
+
+def _attn_error(attn_implementation: str, err: Exception) -> InputError:
+    """InputError naming the field when transformers refuses an attention implementation: its package is missing
+    (flash_attention_2 without flash-attn: an ImportError) or the architecture has none (a ValueError)."""
+    cause = (str(err).strip().splitlines() or [type(err).__name__])[0]
+    cause = cause.split("following error:")[-1].strip()  # "FlashAttention2 has been toggled on, but ... error: "
+    cause = cause.split(". ")[0].rstrip(".")[:200]
+    return InputError(f"{attn_implementation!r} cannot be used: {cause}", field="attn_implementation",
+                      fix="use sdpa or eager; flash_attention_2 needs the flash-attn package and a CUDA GPU")
 
 
 def _check_loading(where: str, info: dict[str, Any]) -> None:
@@ -147,12 +172,31 @@ def _check_loading(where: str, info: dict[str, Any]) -> None:
                          "the model", path=where)
 
 
-def _hub_error(hub_id: str, err: Exception) -> OSError:
+def _hub_error(hub_id: str, err: Exception | None = None) -> OSError:
+    """The one error of a hub id that does not load: not in the local Hugging Face cache (err None: nothing was
+    tried), or cached but refused by transformers (err, its first line quoted)."""
+    from huggingface_hub import constants
+
     offline = os.environ.get("HF_HUB_OFFLINE") or os.environ.get("TRANSFORMERS_OFFLINE")
+    where = (f"it is not in the local Hugging Face cache ({constants.HF_HUB_CACHE}) and interp never downloads"
+             if err is None else f"{type(err).__name__}: {(str(err).splitlines() or [''])[0][:200]}")
     return OSError(
-        f"hub model {hub_id!r} is not available{' offline (HF_HUB_OFFLINE is set)' if offline else ''}: install a "
-        f"registered model (`interp models` lists them: {', '.join(REGISTRY)}) or pass a local HF directory / "
-        f".gguf path. Cause: {type(err).__name__}: {(str(err).splitlines() or [''])[0][:200]}")
+        f"hub model {hub_id!r} is not available offline{' (HF_HUB_OFFLINE is set)' if offline else ''}: {where}; "
+        f"install a registered model (`interp models` lists them: {', '.join(REGISTRY)}) or pass a local HF "
+        "directory / .gguf path")
+
+
+def _require_cached(hub_id: str) -> None:
+    """OSError (_hub_error) at once when the hub id's config.json is not in the local Hugging Face cache: asking
+    the hub would only retry for ~50 s without a network and then fail the same way."""
+    from huggingface_hub import try_to_load_from_cache
+
+    try:
+        found = try_to_load_from_cache(hub_id, CONFIG_FILE)
+    except ValueError:  # not a valid repo id for huggingface_hub
+        found = None
+    if not isinstance(found, str):
+        raise _hub_error(hub_id)
 
 
 def _hf_source(ref: ModelRef) -> str:
@@ -170,13 +214,19 @@ def tokenizer_of(ref: ModelRef) -> Any:
         gguf = _gguf(ref)
         path = gguf.cache_path()
         if _valid_cache(path):
-            return AutoTokenizer.from_pretrained(path, trust_remote_code=False)
+            return AutoTokenizer.from_pretrained(path, trust_remote_code=False, local_files_only=True)
         file = _checked_gguf(gguf)
-        return AutoTokenizer.from_pretrained(file.parent, gguf_file=file.name, trust_remote_code=False)
+        return AutoTokenizer.from_pretrained(file.parent, gguf_file=file.name, trust_remote_code=False,
+                                             local_files_only=True)
+    if ref.kind == "hub":
+        _require_cached(ref.spec)
     try:
         if ref.kind == "hf_dir":
             _check_config(_hf_source(ref), ref.trust_remote_code)
-        return AutoTokenizer.from_pretrained(_hf_source(ref), trust_remote_code=ref.trust_remote_code)
+        return AutoTokenizer.from_pretrained(_hf_source(ref), trust_remote_code=ref.trust_remote_code,
+                                             local_files_only=True)
+    except InputError:
+        raise
     except (OSError, ValueError) as err:
         if ref.kind == "hub":
             raise _hub_error(ref.spec, err) from err
@@ -209,11 +259,15 @@ def load_model(ref: ModelRef, dtype: torch.dtype = torch.float32, use_cache: boo
             source = str(file)
     else:  # local HF directory or hub id
         source = _hf_source(ref)
+        if ref.kind == "hub":
+            _require_cached(source)
         try:
             if ref.kind == "hf_dir":
                 _check_config(source, ref.trust_remote_code)
             model, tokenizer = _from_pretrained(source, None, dtype, attn_implementation, timings,
                                                 ref.trust_remote_code)
+        except InputError:  # named the field already (attn_implementation, a weight that does not fit)
+            raise
         except (OSError, ValueError) as err:
             if ref.kind == "hub":
                 raise _hub_error(source, err) from err
@@ -243,7 +297,11 @@ def load_pretrained(name_or_path: str = DEFAULT_MODEL, dtype: torch.dtype = torc
         cache_dir("pretrained", "<name>-<key>") (first load ~12 s, later loads < 1 s). False always
         dequantizes from the GGUF file and leaves the cache alone.
     attn_implementation: "eager" by default so plain torch hooks, TransformerBridge (which forces eager)
-        and nnsight see bit-identical activations; pass "sdpa" for speed when only one backend is used.
+        and nnsight see bit-identical activations; pass "sdpa" for speed when only one backend is used. One that
+        cannot be used here (flash_attention_2 without flash-attn, flex_attention on GPT-2) is an InputError naming
+        the field and the fix, not transformers' ImportError.
+    A hub id is read from the local Hugging Face cache only: one that is not cached fails at once (OSError with
+    the fix), never after the hub's network retries; nothing is ever downloaded.
     Thread count is the caller's business (torch.set_num_threads); nothing here changes it.
     trust_remote_code: allow a Hugging Face directory whose config names its own Python code (auto_map) to
         run it; refused by default, with the reason (interp.hf.resolve.refuse_remote_code).

@@ -10,7 +10,8 @@ Kinds, decided in this order:
   checkpoint  one of our directories: config.json says so (interp_format marker; older checkpoints: a
               "model" dict with d_mlp and no Hugging Face fields; see interp.training.checkpoints)
   hf_dir      a Hugging Face directory: config.json with model_type / architectures (save_pretrained)
-  hub         "org/name": from_pretrained, which fails fast offline with a clear message
+  hub         "org/name": loaded from the local Hugging Face cache only (interp never downloads); one missing
+              from the cache fails at once with a clear message (no network retries)
 A directory is never classified by its file names alone: a save_pretrained directory has config.json and
 model.safetensors too.
 
@@ -79,11 +80,21 @@ class ModelRef:
         return tokenizer_of(self)
 
     def load(self, **kwargs: Any) -> Any:
-        """TaperedLM (our checkpoints, eval mode, as saved; kwargs are ignored) or LoadedModel (everything
-        else; kwargs go to interp.hf.load_pretrained: dtype, use_cache, attn_implementation)."""
+        """TaperedLM (our checkpoints, eval mode, as saved) or LoadedModel (everything else; kwargs go to
+        interp.hf.load_pretrained: dtype, use_cache, attn_implementation).
+
+        A checkpoint computes attention with its own modules (torch's scaled_dot_product_attention), so of the
+        kwargs only attn_implementation "sdpa" / "eager" (or None) is accepted, and changes nothing; any other
+        (flash_attention_2, flex_attention, ...) is an InputError naming the field rather than silently ignored.
+        dtype and use_cache do not apply to a checkpoint (it loads as saved; cast it with .to(dtype))."""
         if self.kind == "checkpoint":
             from interp.training import checkpoints
 
+            attn = kwargs.get("attn_implementation")
+            if attn not in (None, "sdpa", "eager"):
+                raise InputError(f"{attn!r} applies to Hugging Face models only; one of our checkpoints always "
+                                 "computes attention with its own modules (torch scaled_dot_product_attention)",
+                                 path=self.path, field="attn_implementation", fix="use sdpa (or eager) for it")
             model, _config = checkpoints.load_checkpoint(self.path)
             return model.eval()
         from interp.hf.load import load_model

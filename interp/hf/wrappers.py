@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from typing import TYPE_CHECKING
+
+from interp._util.errors import InputError
 
 if TYPE_CHECKING:
     from interp.hf.load import LoadedModel
+
+# TransformerLens picks an adapter from config.architectures / model_type and names every one it has when none fits
+_TL_NO_ADAPTER = "Could not determine supported architecture"
 
 
 def to_transformer_bridge(loaded: LoadedModel, inplace: bool = False, device: str = "cpu"):
@@ -14,14 +20,38 @@ def to_transformer_bridge(loaded: LoadedModel, inplace: bool = False, device: st
 
     Booting mutates the HF model (eager attention, wrapped modules), so by default the bridge gets a deep
     copy and `loaded` stays usable; inplace=True saves the memory and CONSUMES `loaded.model`.
+    An architecture TransformerLens has no adapter for (an `interp export` of one of our runs, whose layers have
+    MLPs of different widths, or any other) is an InputError saying what works instead, checked before the copy.
     """
     from transformer_lens.model_bridge import TransformerBridge
 
+    _refuse_exports(loaded)
     model = loaded.model if inplace else copy.deepcopy(loaded.model)
     model.config.architectures = [type(model).__name__]
-    return TransformerBridge.boot_transformers(
-        loaded.name, hf_model=model, tokenizer=copy.deepcopy(loaded.tokenizer), device=device,
-        dtype=next(model.parameters()).dtype)
+    try:
+        return TransformerBridge.boot_transformers(
+            loaded.name, hf_model=model, tokenizer=copy.deepcopy(loaded.tokenizer), device=device,
+            dtype=next(model.parameters()).dtype)
+    except ValueError as err:
+        if not str(err).startswith(_TL_NO_ADAPTER):
+            raise
+        raise InputError(f"TransformerLens has no adapter for {type(model).__name__}", path=loaded.source,
+                         fix="use --backend torch or nnsight for this model") from err
+
+
+def _refuse_exports(loaded: LoadedModel) -> None:
+    """InputError for an `interp export` folder (TaperedLlamaForCausalLM, TaperedGPT2LMHeadModel): TransformerLens's
+    Llama / GPT-2 adapters assume one MLP width for every layer, and no adapter knows these classes."""
+    from interp.hf.export import STYLES
+
+    arch = type(loaded.model).__name__
+    if arch not in {style.model_class for style in STYLES.values()}:
+        return
+    source = (getattr(loaded.model.config, "interp", None) or {}).get("exported_from")
+    known = f", {source}" if isinstance(source, str) and Path(source).is_dir() else ""
+    raise InputError(f"TransformerLens has no adapter for {arch}, an `interp export` of one of our runs",
+                     path=loaded.source, fix=f"use --backend torch or nnsight here, or transformer_lens on the "
+                                             f"checkpoint it was exported from{known}")
 
 
 def to_nnsight(loaded: LoadedModel):
