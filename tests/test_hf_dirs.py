@@ -68,6 +68,18 @@ def test_context_length_of_the_hf_dir(hf_dir):
         hf.check_fits(loaded, 129)
 
 
+def test_sequences_longer_than_the_context_are_refused_by_probe_and_ablate(hf_dir, text_file, tmp_path, capsys):
+    """GPT-2 (learned positions) used to fail inside its embedding with an IndexError, Llama/Qwen2 (RoPE) to run
+    silently past their trained context: both commands now refuse before any table is written."""
+    long = ["--text", str(text_file), "--tokens", "258", "--seq-len", "129"]
+    assert main(["probe", "--model", str(hf_dir), *long, "--out", str(tmp_path / "p.parquet")]) == 2
+    assert "seq_len: 129 tokens per sequence exceed the context" in capsys.readouterr().err
+    assert main(["ablate", "pretrained", "--model", str(hf_dir), "--text", str(text_file), "--seq-len", "129",
+                 "--figures-dir", str(tmp_path / "fig")]) == 2
+    assert "seq_len: 129 tokens per sequence exceed the context" in capsys.readouterr().err
+    assert not (tmp_path / "p.parquet").exists() and not (tmp_path / "fig").exists()
+
+
 def _reference_rho_mlp(path, text: str) -> list[float]:
     """Per-layer mean over tokens of cos(mlp_out, resid_pre), float64, from plain HF forward hooks."""
     from transformers import AutoModelForCausalLM, AutoTokenizer

@@ -78,8 +78,8 @@ def _load(spec: str, attn_implementation: str, trust_remote_code: bool = False) 
     from interp.hf import resolve_model
 
     ref = resolve_model(spec, trust_remote_code=trust_remote_code)
-    if ref.kind == "checkpoint":
-        return ref.load(), ref.load_tokenizer()
+    if ref.kind == "checkpoint":   # sdpa and eager are the same math for a TaperedLM; anything else is refused
+        return ref.load(attn_implementation=attn_implementation), ref.load_tokenizer()
     loaded = ref.load(attn_implementation=attn_implementation)
     return loaded, loaded.tokenizer
 
@@ -133,6 +133,9 @@ def run_pretrained_ablation(cfg: AblationConfig, loaded: Any = None,
     if loaded is None:
         loaded, tokenizer = _load(cfg.model, cfg.attn_implementation, cfg.trust_remote_code)
         loaded = to_device(loaded, device)
+    from interp.hf import check_fits
+
+    check_fits(loaded, cfg.seq_len)   # beyond its context a model fails in its embedding, or runs blind
     tokenizer = tokenizer if tokenizer is not None else getattr(loaded, "tokenizer", None)
     if tokenizer is None:
         raise ValueError(f"run_pretrained_ablation: {type(loaded).__name__} carries no tokenizer; pass tokenizer=")

@@ -176,6 +176,7 @@ def probe(model: Any = "smollm2-135m", text: str | Path | None = None, *, config
     if ids is None:
         ids = check_ids(tok)
     load_s = time.perf_counter() - start
+    hf.check_fits(model_obj, cfg.seq_len)   # beyond its context a model fails in its embedding, or runs blind
     bos = _bos_id(tok, model_obj) if cfg.prepend_bos else None
     _check_vocab(ids if bos is None else [*ids, bos], model_obj, tok)
     batches = token_batches(ids, cfg.tokens, cfg.seq_len, cfg.batch_size, bos)
