@@ -116,10 +116,10 @@ def resolve_root(root: str | Path) -> Path:
 
 
 def repo_relative(path: str | Path) -> str:
-    """`path` resolved, relative to the repository root when it lies below it (committed tables name no machine
-    and read the same on every clone); "" stays "" (a row with no checkpoint)."""
-    if not str(path):
-        return ""
+    """An absolute `path` below the repository root as relative to it (committed tables name no machine and read
+    the same on every clone); anything else as given: a relative path, a registry name, "" (no checkpoint)."""
+    if not Path(str(path)).is_absolute():
+        return str(path)
     resolved = Path(path).resolve()
     return str(resolved.relative_to(REPO_ROOT)) if resolved.is_relative_to(REPO_ROOT) else str(resolved)
 

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from analyses import outputs, read_table, resolve_root, write_table
+from analyses import outputs, read_table, repo_relative, resolve_root, write_table
 from analyses.group_ablation import (
     PRESET_HELP,
     ROOT_HELP,
@@ -135,8 +135,11 @@ def compute(cfg: Config, figures_dir: Path, data=None, train: bool = True) -> pd
         {"tiny uniform seed0": str(specs["derived-tiny"].widths(cfg_widths.n_layers, cfg_widths.d_ff)),
          "smollm2-135m": str(specs["derived-smollm2"].widths(cfg_widths.n_layers, cfg_widths.d_ff))
          if "derived-smollm2" in specs else ""}))
+    skips = skips.assign(model=skips["model"].map(repo_relative))
     write_table(skips[["profile", "model", "layer", "delta", "delta_ci_low", "delta_ci_high", "loss", "n_tokens",
-                       "text_source", "text_sha256", "widths_for"]], figures_dir, PROFILE_TABLE, cfg, NAME)
+                       "text_source", "text_sha256", "widths_for",
+                       # what made each row (the ablation table's own columns)
+                       "seq_len", "dtype", "device", "hardware", "packages"]], figures_dir, PROFILE_TABLE, cfg, NAME)
     write_table(runs, figures_dir, RUNS_TABLE, cfg, NAME)
     write_table(summary, figures_dir, TABLE, cfg, NAME)
     if report is not None and report.failed:

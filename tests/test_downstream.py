@@ -62,3 +62,4 @@ def test_checkpoints_inside_the_repo_are_named_relative_to_it():
 
     assert repo_relative(str(REPO_ROOT / "runs" / "a" / "checkpoints")) == "runs/a/checkpoints"
     assert repo_relative("/elsewhere/run") == "/elsewhere/run" and repo_relative("") == ""
+    assert repo_relative("smollm2-135m") == "smollm2-135m"   # a name, whatever the working directory
