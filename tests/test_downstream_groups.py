@@ -64,7 +64,7 @@ def test_compute_evaluates_every_run_with_weights_then_renders(corpus, tmp_path,
     out = capsys.readouterr().out
     assert "skip cosine-1.5-0.5 seed 1: no weights" in out
     # PIQA's requests do not fit micro's 32-token context: that pair fails with the reason, the others go on
-    assert out.count("/ piqa failed: a request with") == 3
+    assert out.count("/ piqa failed: piqa: a request with") == 3
     rows = pd.read_csv(figures / dg.RUNS_TABLE)
     assert set(zip(rows["task"], rows["metric"])) == {("lambada_openai", "acc"), ("lambada_openai", "perplexity"),
                                                        ("training_val", "val_ppl")}

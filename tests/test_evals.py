@@ -175,6 +175,45 @@ def test_generate_until_is_greedy_and_cuts_at_stop_strings(model, bpe):
         lm.generate_until(_requests("generate_until", [("x", {"do_sample": True, "temperature": 1.0})]))
 
 
+def test_a_request_longer_than_the_context_is_refused_with_its_task_before_any_forward(model, bpe, monkeypatch):
+    """The whole batch is checked first (the fitting request sorts first and would be scored), and the error
+    names the task, the lengths, the context and the fix."""
+    lm = InterpLM(model=model, tokenizer=bpe, batch_size=1)
+    monkeypatch.setattr(lm, "_forward", lambda rows: (_ for _ in ()).throw(AssertionError("scored before the check")))
+    text = " ".join(["the river ran under the old bridge"] * 6)
+    requests = [Instance("loglikelihood", {}, (text * 3, " yes"), 0, metadata=("piqa", 0, 1)),
+                Instance("loglikelihood", {}, ("Question:", " " + text), 1, metadata=("piqa", 1, 1))]
+    with pytest.raises(ValueError, match=r"^piqa: a request with \d+ context and (\d+) continuation tokens does not "
+                                         r"fit the model's context of 24 tokens: .*at least \1 tokens of context"):
+        lm.loglikelihood(requests, disable_tqdm=True)
+
+
+@pytest.mark.parametrize("task, split, size, besides", [("piqa", "validation", 1838, 1),
+                                                        ("arc_challenge", "validation", 299, 0)])
+def test_the_few_shot_pool_is_what_lm_evals_sampler_needs(task, split, size, besides):
+    """piqa (no test split) draws num_fewshot + 1 from its evaluated split and drops the document asked;
+    ARC (evaluated on test) draws num_fewshot from validation: the largest count lm-eval can draw passes our
+    check, one more fails it with our message where lm-eval's sampler fails with its own."""
+    from interp.evals.run import check_fewshot_pool, fewshot_pool, quiet_lm_eval
+
+    quiet_lm_eval()
+    task_obj = tasks.task_manager({}).load([task])["tasks"][task]
+    doc, most = task_obj.eval_docs[0], size - besides
+    for shots in (most, most + 1):
+        task_obj.set_config(key="num_fewshot", value=shots)
+        task_obj.set_fewshot_seed(seed=1234)
+        assert fewshot_pool(task_obj) == (split, size, shots + besides)
+        if shots == most:
+            check_fewshot_pool(task_obj)
+            assert task_obj.fewshot_context(doc, shots)
+            continue
+        with pytest.raises(ValueError, match="Sample larger than population"):
+            task_obj.fewshot_context(doc, shots)
+        with pytest.raises(ValueError, match=rf"^--num-fewshot {shots}: {task} draws .*{size} document.*use "
+                                             rf"--num-fewshot {most} or fewer"):
+            check_fewshot_pool(task_obj)
+
+
 def test_tokenizer_that_cannot_encode_the_text_is_an_input_error(model, tmp_path):
     from interp.data import get_tokenizer
     from tests.factories import word_tokenizer_json

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -139,6 +140,49 @@ def _good_rows_kept(tmp: Path) -> None:
 Case("eval-tokenizer-cannot-encode-fails-that-pair-only", item="12", setup=_two_checkpoints, rc=1,
      argv=["eval", "bad", "good", "--tasks", "piqa", "--limit", "2", "--out", "results/e.parquet"],
      message=r"bad / piqa: .*cannot encode the task text", may_change=("results/*", "cache/*"), check=_good_rows_kept)
+def _short_context_models(tmp: Path) -> None:
+    """ck/: one of our gpt2-style checkpoints with a 32-token context (too short for PIQA's answers);
+    hf/: the same weights as a Hugging Face export (interp export ck --hf hf), evaluated through lm-eval's HFLM."""
+    from interp.hf.export import export_hf
+
+    english_checkpoint(tmp / "ck", english_bpe(tmp / "bpe" / "tokenizer.json"), n_ctx=32, arch="gpt2")
+    export_hf(tmp / "ck", tmp / "hf")
+
+
+def _same_clean_failure_for_both(tmp: Path) -> None:
+    df = pd.read_parquet(tmp / "results" / "e.parquet")
+    wiki = df[df["task"] == "wiki_heldout"]
+    assert set(wiki["status"]) == {"ok"} and set(wiki["model"]) == {"ck", "hf"}      # the other pairs went on
+    piqa = df[df["task"] == "piqa"].set_index("model")
+    assert sorted(piqa.index) == ["ck", "hf"] and set(piqa["status"]) == {"failed"}
+    assert piqa.loc["hf", "error"] == piqa.loc["ck", "error"]                          # the same row either way
+    assert re.fullmatch(r"piqa: a request with \d+ context and (\d+) continuation tokens does not fit the model's "
+                        r"context of 32 tokens: .* \(evaluate this task with a model of at least \1 tokens of "
+                        r"context, or leave the task out for this model\)", piqa.loc["hf", "error"])
+
+
+Case("eval-hf-request-longer-than-the-context-fails-that-pair-only", item="new", setup=_short_context_models, rc=1,
+     argv=["eval", "hf", "ck", "--tasks", "piqa,wiki", "--limit", "2", "--out", "results/e.parquet"],
+     message=r"^  hf / piqa: piqa: a request with \d+ context and \d+ continuation tokens does not fit the model's "
+             r"context of 32 tokens", may_change=("results/*", "cache/*"), check=_same_clean_failure_for_both)
+
+
+def _checkpoint_256(tmp: Path) -> None:
+    english_checkpoint(tmp / "ck", english_bpe(tmp / "bpe" / "tokenizer.json"))
+
+
+def _piqa_went_on(tmp: Path) -> None:
+    df = pd.read_parquet(tmp / "results" / "e.parquet").set_index("task")
+    assert set(df.loc["piqa", "status"]) == {"ok"} and set(df.loc["piqa", "num_fewshot"]) == {300}
+    assert df.loc["arc_challenge", "status"] == "failed"
+
+
+Case("eval-num-fewshot-larger-than-the-split-fails-that-pair-only", item="new", setup=_checkpoint_256, rc=1,
+     argv=["eval", "ck", "--tasks", "arc_c,piqa", "--num-fewshot", "300", "--limit", "1", "--out", "results/e.parquet"],
+     message=r"^  ck / arc_challenge: --num-fewshot 300: arc_challenge draws its few-shot examples from its whole "
+             r"'validation' split \(299 document\(s\) whatever --limit; no training split offline\), which cannot "
+             r"give 300 example\(s\) \(use --num-fewshot 299 or fewer for this task\)$",
+     may_change=("results/*", "cache/*"), check=_piqa_went_on)
 Case("eval-unknown-task-lists-the-available-ones", item="12",
      argv=["eval", "smollm2-135m", "--tasks", "piqa,pika", "--out", "results/e.parquet"],
      message=r"^interp eval: --tasks: unknown task 'pika'; available tasks: .*hellaswag.*; groups: paper")
@@ -148,12 +192,52 @@ Case("eval-out-must-be-parquet", item="12", argv=["eval", "smollm2-135m", "--out
      message=r"^interp eval: --out: 'results/e.csv': the table is parquet")
 Case("eval-limit-must-be-positive", item="new", argv=["eval", "smollm2-135m", "--limit", "-3"],
      message=r"^interp eval: --limit: must be at least 1")
+Case("eval-limit-zero-is-refused-not-every-document", item="new",   # a missing model: were 0 taken, it says so fast
+     argv=["eval", "nosuch.gguf", "--tasks", "piqa", "--limit", "0"],
+     message=r"^interp eval: --limit: must be at least 1 \(or omitted for every document\), got 0$")
+Case("eval-limit-must-be-a-number", item="new", argv=["eval", "smollm2-135m", "--limit", "ten"],
+     message=r"^interp eval: error: argument --limit: 'ten' is not a whole number of documents \(write N >= 1, or "
+             r"omit --limit for every document\)$")
 Case("eval-niah-lengths-must-be-positive", item="new", argv=["eval", "smollm2-135m", "--niah-lengths", "0,1024"],
      message=r"^interp eval: --niah-lengths: need positive lengths")
 Case("eval-device-typo", item="new", argv=["eval", "smollm2-135m", "--device", "gpu"],
      message=r"^interp eval: device='gpu': write cpu, cuda or cuda:N")
 Case("eval-checkpoints-typo", item="new", argv=["eval", "smollm2-135m", "--checkpoints", "last"],
      message=r"^interp eval: --checkpoints: 'last' is neither 'final' nor a step number")
+
+
+def test_hf_models_refuse_a_generation_longer_than_their_context(tmp_path):
+    """HFLM would stop on `assert max_ctx_len > 0`; ours says what to change, as InterpLM does."""
+    from lm_eval.api.instance import Instance
+
+    _short_context_models(tmp_path)
+    lm, max_length = eval_run.load_lm(eval_run.EvalTarget(str(tmp_path / "hf"), "hf_dir", "hf"), batch_size=2)
+    assert max_length == 32
+    request = Instance("generate_until", {}, ("the cat", {"until": ["\n"], "max_gen_toks": 32}), 0)
+    with pytest.raises(ValueError, match=r"^max_gen_toks=32 leaves no room for a prompt in a context of 32 "):
+        lm.generate_until([request])
+
+
+def test_few_shot_examples_come_from_the_whole_split_as_lm_eval_draws_them(tmp_path, bpe):
+    """--num-fewshot with --limit: lm-eval draws the examples from the whole split (PIQA: validation, less the
+    document asked; LAMBADA: its test split), not from the --limit documents scored, so 2 shots with --limit 2
+    work (were 'Sample larger than population') and the numbers are lm_eval.simple_evaluate's."""
+    import lm_eval
+
+    from interp.evals.lm import InterpLM
+    from interp.evals.tasks import task_manager
+
+    ckpt = english_checkpoint(tmp_path / "ckpt", bpe)
+    result = eval_run.run_eval(models=[str(ckpt)], tasks="piqa,lambada", limit=2, num_fewshot=2, bootstrap_iters=0,
+                               out=str(tmp_path / "e.parquet"))
+    assert result.ok and set(result.table["num_fewshot"]) == {2}
+    ours = result.table.set_index(["task", "metric"])["value"]
+    theirs = lm_eval.simple_evaluate(model=InterpLM(pretrained=str(ckpt)), tasks=["piqa", "lambada_openai"],
+                                     task_manager=task_manager(), limit=2, num_fewshot=2,
+                                     bootstrap_iters=0)["results"]
+    assert ours["piqa", "acc_norm"] == theirs["piqa"]["acc_norm,none"]
+    assert ours["lambada_openai", "perplexity"] == pytest.approx(theirs["lambada_openai"]["perplexity,none"],
+                                                                  rel=1e-6)
 
 
 @pytest.mark.parametrize("case", cases_of("eval-"), ids=lambda c: c.id)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 from dataclasses import dataclass
 from typing import Any
@@ -14,7 +15,14 @@ from interp.probes.expand import CHECKPOINTS_HELP, parse_checkpoints
 
 
 def _limit(text: str) -> int | None:
-    return None if text.lower() in ("none", "all", "0") else int(text)
+    """--limit N: a whole number (validate refuses N < 1: 0 is not "all", which is `all` or no --limit)."""
+    if text.strip().lower() in ("none", "all"):
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of documents (write N >= 1, or omit "
+                                         "--limit for every document)") from None
 
 
 @dataclass

@@ -18,6 +18,7 @@ Importing this module registers the class as lm-eval model "interp" (lm_eval.api
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 from typing import Any
 
@@ -50,8 +51,51 @@ def _unknown_id(tokenizer: Any) -> int | None:
     return backend.token_to_id(unk) if unk else None
 
 
+def _unfit(task: str, context: list[int], continuation: list[int], max_length: int) -> InputError:
+    """The error of a loglikelihood request the model's context cannot score (lm-eval truncates a long context
+    from the left, so the continuation alone must fit)."""
+    where = f"{task}: " if task else ""
+    if not context or not continuation:
+        return InputError(f"{where}a request with {len(context)} context and {len(continuation)} continuation tokens "
+                          "has nothing to score", fix="check the task's doc_to_text / doc_to_target")
+    return InputError(f"{where}a request with {len(context)} context and {len(continuation)} continuation tokens does "
+                      f"not fit the model's context of {max_length} tokens: the continuation must fit whole (only "
+                      "the context is cut from the left)",
+                      fix=f"evaluate this task with a model of at least {len(continuation)} tokens of context, or "
+                          "leave the task out for this model")
+
+
+class FitsContext:
+    """Mixin of our lm-eval classes (InterpLM, the HFLM hf_lm builds): every loglikelihood request is checked
+    against the model's context before any is scored, and one that does not fit is an InputError naming its
+    task, its lengths and the context (HFLM itself stops on a bare `assert len(continuation_enc) <=
+    self.max_length`), so `interp eval` fails that model/task pair alone."""
+
+    max_length: int
+    _request_tasks: dict[tuple[Any, ...], str] = {}
+
+    def loglikelihood(self, requests: list[Any], disable_tqdm: bool = False) -> list[tuple[float, bool]]:
+        self._request_tasks = {tuple(req.args): req.task_name for req in requests if req.task_name}
+        try:
+            return super().loglikelihood(requests, disable_tqdm=disable_tqdm)  # type: ignore[misc]
+        finally:
+            self._request_tasks = {}
+
+    def check_fit(self, requests: list[tuple[Any, list[int], list[int]]]) -> None:
+        """InputError for the first (key, context tokens, continuation tokens) request the context cannot score."""
+        for key, context, continuation in requests:
+            if not context or not continuation or len(continuation) > self.max_length:
+                task = self._request_tasks.get(tuple(key), "") if isinstance(key, tuple) else ""
+                raise _unfit(task, context, continuation, self.max_length)
+
+    def check_generation(self, max_gen: int) -> None:
+        if max_gen >= self.max_length:
+            raise InputError(f"max_gen_toks={max_gen} leaves no room for a prompt in a context of {self.max_length}",
+                             fix="generate fewer tokens (interp eval: --niah-gen-tokens) or use a longer-context model")
+
+
 @register_model(MODEL_NAME)
-class InterpLM(TemplateLM):
+class InterpLM(FitsContext, TemplateLM):
     """One of our TaperedLMs with the TextTokenizer it was trained with, as an lm-eval LM.
 
     pretrained: a checkpoint directory (lm_eval's --model_args), or pass model= and tokenizer= objects.
@@ -144,16 +188,12 @@ class InterpLM(TemplateLM):
                               override_bs: int | None = None) -> list[tuple[float, bool]]:
         """(sum of log p(continuation | context), whether greedy decoding gives the continuation) per request,
         in HFLM's order and grouping (see the module docstring)."""
+        self.check_fit(requests)   # all of them before any forward
         collator = Collator(requests, sort_fn=lambda r: (-len(r[1] + r[2]), tuple(r[1] + r[2])),
                             group_by="contexts", group_fn=lambda r: r[-2] + r[-1][:-1])
         results: list[tuple[float, bool]] = []
         for chunk in collator.get_batched(n=override_bs or self.batch_size):
-            inputs = []
-            for _, context, continuation in chunk:
-                if not context or not continuation or len(continuation) > self.max_length:
-                    raise InputError(f"a request with {len(context)} context and {len(continuation)} continuation "
-                                     f"tokens cannot be scored in a context of {self.max_length}")
-                inputs.append((context + continuation)[-(self.max_length + 1):][:-1])
+            inputs = [(context + continuation)[-(self.max_length + 1):][:-1] for _, context, continuation in chunk]
             logits = self._forward(inputs)
             # every continuation position of the batch at once: one log-softmax, one argmax, one gather
             rows, cols, spans, targets = [], [], [], []
@@ -217,9 +257,7 @@ class InterpLM(TemplateLM):
                 raise InputError("generation_kwargs do_sample=true: the interp model class decodes greedily only")
             until = handle_stop_sequences(kwargs.pop("until", None), eos=eos)
             max_gen = int(kwargs.pop("max_gen_toks"))
-            if max_gen >= self.max_length:
-                raise InputError(f"max_gen_toks={max_gen} leaves no room for a prompt in a context of "
-                                 f"{self.max_length}")
+            self.check_generation(max_gen)
             prompts = [self.tok_encode(c)[-(self.max_length - max_gen):] for c in contexts]
             texts = self._greedy(prompts, until, max_gen)
             for context, kw, text in zip(contexts, all_kwargs, texts, strict=True):
@@ -269,10 +307,29 @@ def _load_checkpoint(pretrained: str | None, tokenizer: Any) -> tuple[torch.nn.M
     return ref.load(), tokenizer if tokenizer is not None else ref.load_tokenizer()
 
 
-def hf_lm(loaded: Any, batch_size: int = 8, max_length: int | None = None) -> Any:
-    """lm-eval's own HFLM around an already loaded pretrained model (interp.hf.LoadedModel): the class
-    `lm_eval --model hf` uses, given the model object so GGUF and registry models need no hub."""
+@functools.cache
+def checked_hflm() -> type:
+    """lm-eval's HFLM with FitsContext's checks in front (its numbers unchanged): a request that does not fit
+    the model's context is an InputError naming the task, before HFLM sees it."""
     from lm_eval.models.huggingface import HFLM
 
-    return HFLM(pretrained=loaded.model, tokenizer=loaded.tokenizer, batch_size=batch_size, max_length=max_length,
-                device=str(next(loaded.model.parameters()).device))
+    class CheckedHFLM(FitsContext, HFLM):
+        def _loglikelihood_tokens(self, requests: list[Any], disable_tqdm: bool = False,
+                                  override_bs: int | None = None) -> list[tuple[float, bool]]:
+            self.check_fit(requests)
+            return super()._loglikelihood_tokens(requests, disable_tqdm=disable_tqdm, override_bs=override_bs)
+
+        def generate_until(self, requests: list[Any], disable_tqdm: bool = False) -> list[str]:
+            for req in requests if self.backend == "causal" else ():   # seq2seq: the prompt has the whole context
+                self.check_generation(int(normalize_gen_kwargs(dict(req.args[1]), self.max_gen_toks)["max_gen_toks"]))
+            return super().generate_until(requests, disable_tqdm=disable_tqdm)
+
+    return CheckedHFLM
+
+
+def hf_lm(loaded: Any, batch_size: int = 8, max_length: int | None = None) -> Any:
+    """lm-eval's own HFLM around an already loaded pretrained model (interp.hf.LoadedModel): the class
+    `lm_eval --model hf` uses (checked_hflm: with the context checks in front), given the model object so GGUF
+    and registry models need no hub."""
+    return checked_hflm()(pretrained=loaded.model, tokenizer=loaded.tokenizer, batch_size=batch_size,
+                          max_length=max_length, device=str(next(loaded.model.parameters()).device))

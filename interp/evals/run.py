@@ -274,7 +274,9 @@ class EvalRunner:
 
         cfg = self.cfg
         if task not in NIAH_VARIANTS:
-            metadata = {DOCS_LIMIT: cfg.limit} if cfg.limit else {}
+            # docs_limit keeps only the documents --limit scores; not with few-shot examples, which lm-eval draws
+            # from a whole split (the evaluated one when no other is there), as `lm_eval --limit` does
+            metadata = {DOCS_LIMIT: cfg.limit} if cfg.limit and not cfg.num_fewshot else {}
             results = lm_evaluate(lm, task, metadata, limit=cfg.limit, num_fewshot=cfg.num_fewshot,
                                   bootstrap_iters=cfg.bootstrap_iters)
             from interp.evals.data import n_docs
@@ -293,13 +295,14 @@ class EvalRunner:
         metadata = {"max_seq_lengths": lengths, "num_samples": cfg.limit or cfg.niah_samples, "seed": NIAH_SEED,
                     "tokens_to_generate": cfg.niah_gen_tokens, "pretrained": target.spec}
         results = lm_evaluate(lm, task, metadata, num_fewshot=cfg.num_fewshot, bootstrap_iters=cfg.bootstrap_iters,
-                              gen_kwargs={"max_gen_toks": cfg.niah_gen_tokens}, log_samples=True)
+                              gen_kwargs={"max_gen_toks": cfg.niah_gen_tokens}, log_samples=True,
+                              limit_sizes_pool=True)
         return [*table.metric_rows(results, task), *table.niah_rows(results["samples"][task]), *skipped]
 
 
 def lm_evaluate(lm: Any, task: str, metadata: dict[str, Any], *, limit: int | None = None, num_fewshot: int = 0,
                 bootstrap_iters: int = 1000, gen_kwargs: dict[str, Any] | None = None,
-                log_samples: bool = False) -> dict[str, Any]:
+                log_samples: bool = False, limit_sizes_pool: bool = False) -> dict[str, Any]:
     """lm_eval.simple_evaluate's steps for one task (its seeds, few-shot and generation overrides), then
     lm_eval.evaluator.evaluate; without simple_evaluate's environment report (it runs `pip list` and git, ~3 s
     per call), which our table records its own way."""
@@ -321,7 +324,42 @@ def lm_evaluate(lm: Any, task: str, metadata: dict[str, Any], *, limit: int | No
         if task_obj.get_config("num_fewshot") != 0:   # simple_evaluate leaves a YAML's explicit 0 alone
             task_obj.set_config(key="num_fewshot", value=num_fewshot)
         task_obj.set_fewshot_seed(seed=DEFAULT_OTHER_SEED)
+        check_fewshot_pool(task_obj, limit_sizes_pool)
     return evaluate(lm=lm, task_dict=loaded, limit=limit, bootstrap_iters=bootstrap_iters, log_samples=log_samples)
+
+
+def fewshot_pool(task_obj: Any) -> tuple[str, int, int]:
+    """(the split lm-eval draws a task's few-shot examples from, its size, how many of them it must hold) for
+    the task's num_fewshot, by lm-eval 0.4.13's rules (ConfigurableTask.fewshot_docs, fewshot_context and
+    ContextSampler.sample): the fewshot split, else the training split, else validation, else test; when that
+    is the task's test_split (a task with no test split counts: None == None), lm-eval draws num_fewshot + 1
+    and drops the document asked, else num_fewshot."""
+    config, fewshot, shots = task_obj.config, task_obj.fewshot_cfg, task_obj.get_config("num_fewshot") or 0
+    split = fewshot.split or ("fewshot_config.samples" if fewshot.samples is not None else
+                              config.training_split or config.validation_split or config.test_split)
+    sampler = getattr(task_obj, "sampler", None)
+    size = len(sampler.fewshot_docs()) if sampler is not None else 0
+    return str(split), size, shots + 1 if fewshot.split == config.test_split else shots
+
+
+def check_fewshot_pool(task_obj: Any, limit_sizes_pool: bool = False) -> None:
+    """An InputError naming --num-fewshot and --limit when lm-eval cannot draw the task's few-shot examples (its
+    own error would be random.sample's "Sample larger than population or is negative"). limit_sizes_pool: the
+    pool is generated with --limit samples (the needle tasks), else it is the whole split whatever --limit."""
+    split, size, needed = fewshot_pool(task_obj)
+    shots = task_obj.get_config("num_fewshot") or 0
+    if not shots or size >= needed:
+        return
+    besides = " besides the document asked" if needed > shots else ""
+    most = max(size - (needed - shots), 0)
+    fix = f"use --num-fewshot {most} or fewer for this task" if most else "use --num-fewshot 0 for this task"
+    if limit_sizes_pool:
+        pool = f"its generated {split!r} split ({size} document(s): --limit, else --niah-samples, per length)"
+        fix += ", or generate more samples (raise --limit or --niah-samples)"
+    else:
+        pool = f"its whole {split!r} split ({size} document(s) whatever --limit; no training split offline)"
+    raise InputError(f"--num-fewshot {shots}: {task_obj.config.task} draws its few-shot examples from {pool}, "
+                     f"which cannot give {shots} example(s){besides}", fix=fix)
 
 
 def quiet_lm_eval() -> None:
