@@ -331,6 +331,9 @@ def test_a_run_trained_on_relative_paths_is_read_from_anywhere(env, tmp_path, mo
             "--set", "val_fraction=0.25", "--set", "progress=false"]
     assert main(args) == 0
     assert read_config(work / "run")["train"]["source"] == str(work / "corpus")
+    from interp.training.results import read_run
+
+    assert read_run(work / "run")["source"] == str(work / "corpus")   # the runs tables' column too
     assert TrainConfig(source="wiki", tokenizer="bpe").to_dict()["source"] == "wiki"
     monkeypatch.chdir(tmp_path)
     out = tmp_path / "p.parquet"

@@ -107,7 +107,7 @@ def read_run(run_dir: Path) -> dict:
     return {
         "experiment": run_dir.parent.parent.name, "variant": run_dir.parent.name,
         "label": result.get("label") or config.get("label") or run_dir.parent.name,
-        "seed": int(train.get("seed", SEED_DIR.fullmatch(run_dir.name).group(1))), "status": status,
+        "seed": _seed(train, run_dir), "status": status,
         "schedule": width.get("schedule"), "start": width.get("start"), "end": width.get("end"),
         "profile": width.get("profile"), "widths": "/".join(map(str, widths)) if widths else None,
         "params": params, "steps": result.get("step", train.get("steps")), "tokens": result.get("tokens"),
@@ -115,7 +115,7 @@ def read_run(run_dir: Path) -> dict:
         "train_loss": result.get("train_loss"), "elapsed_s": result.get("elapsed_s"),
         "tokens_per_s": result.get("tokens_per_s"), "device": result.get("device"), "dtype": result.get("dtype"),
         "hardware": hardware_label(config),
-        "world_size": result.get("world_size"), "preset": train.get("preset"), "source": data.get("source"),
+        "world_size": result.get("world_size"), "preset": train.get("preset"), "source": train.get("source") or data.get("source"),
         "tokenizer": data.get("tokenizer"), "tokenizer_hash": data.get("tokenizer_hash"),
         "source_hash": data.get("source_hash"),
         "versions": ";".join(f"{k}={v}" for k, v in packages.items()) or None,
@@ -123,6 +123,14 @@ def read_run(run_dir: Path) -> dict:
         "weights_sha256": result.get("weights_sha256"),   # the final model.safetensors (runs since 2026-12-03)
         "error": error,
     }
+
+
+def _seed(train: dict, run_dir: Path) -> int | None:
+    """The run's seed: its config's, else its seed<k> directory name's; None for a run that has neither."""
+    if train.get("seed") is not None:
+        return int(train["seed"])
+    match = SEED_DIR.fullmatch(run_dir.name)
+    return int(match.group(1)) if match else None
 
 
 def hardware_label(config: dict) -> str | None:
