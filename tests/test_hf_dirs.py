@@ -132,6 +132,7 @@ def test_probe_cli_matches_plain_hooks_and_the_python_api(hf_dir, text_file, tmp
     pd.testing.assert_frame_equal(table[numeric].reset_index(drop=True), api[numeric].reset_index(drop=True),
                                   check_exact=True)
     assert (table["metric"].tolist() == api["metric"].tolist()) and table["text_sha256"].str.len().eq(64).all()
+    assert table["weights_sha256"].nunique() == 1 and len(table["weights_sha256"].iloc[0]) == 64   # the dir's files
 
 
 def test_batch_cli_probes_the_hf_dir(hf_dir, text_file, tmp_path):

@@ -76,6 +76,10 @@ class TextTokenizer:
         return self.backend.decode([int(i) for i in ids], skip_special_tokens=False)
 
 
+BUILTIN_TOKENIZERS = ("bpe", "smollm2", "gpt2")   # get_tokenizer's names that are not paths (nor registry names)
+ALIASES = {"smollm2-135m": "smollm2"}   # a registry model whose tokenizer has a name of its own
+
+
 def get_tokenizer(name: str | TextTokenizer = "bpe", vocab_size: int = 8192, source: str = "wiki",
                   val_fraction: float = 0.05) -> TextTokenizer:
     """``"bpe"`` (byte-level BPE trained on the TRAIN split of ``source``, cached), ``"smollm2"``, ``"gpt2"``
@@ -87,6 +91,7 @@ def get_tokenizer(name: str | TextTokenizer = "bpe", vocab_size: int = 8192, sou
     """
     if isinstance(name, TextTokenizer):
         return name
+    name = ALIASES.get(name, name)
     if name == "bpe":
         return _bpe_tokenizer(source, vocab_size, val_fraction)
     if name == "smollm2":
@@ -95,12 +100,11 @@ def get_tokenizer(name: str | TextTokenizer = "bpe", vocab_size: int = 8192, sou
         return _gpt2_tokenizer()
     from interp.hf.registry import REGISTRY   # torch-free: locates files only
 
-    if name in REGISTRY:   # a registry model's own tokenizer, from its GGUF file (smollm2-135m = "smollm2")
+    if name in REGISTRY:   # a registry model's own tokenizer, from its GGUF file
         entry = REGISTRY[name]
         if not entry.installed():
             raise FileNotFoundError(f"tokenizer {name!r} needs the model's package: {entry.pip_command}")
-        return _gguf_tokenizer(_smollm2_gguf(), "smollm2") if name == "smollm2-135m" else \
-            _gguf_tokenizer(entry.locate(), name)
+        return _gguf_tokenizer(entry.locate(), name)
     path = Path(name).expanduser()
     if path.is_file() and path.suffix == ".gguf":
         return _gguf_tokenizer(path, path.stem)

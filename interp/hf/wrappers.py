@@ -21,11 +21,10 @@ def to_transformer_bridge(loaded: LoadedModel, inplace: bool = False, device: st
     Booting mutates the HF model (eager attention, wrapped modules), so by default the bridge gets a deep
     copy and `loaded` stays usable; inplace=True saves the memory and CONSUMES `loaded.model`.
     An architecture TransformerLens has no adapter for (an `interp export` of one of our runs, whose layers have
-    MLPs of different widths, or any other) is an InputError saying what works instead, checked before the copy.
+    MLPs of different widths, or any other) is an InputError saying what works instead.
     """
     from transformer_lens.model_bridge import TransformerBridge
 
-    _refuse_exports(loaded)
     model = loaded.model if inplace else copy.deepcopy(loaded.model)
     model.config.architectures = [type(model).__name__]
     try:
@@ -35,23 +34,12 @@ def to_transformer_bridge(loaded: LoadedModel, inplace: bool = False, device: st
     except ValueError as err:
         if not str(err).startswith(_TL_NO_ADAPTER):
             raise
+        # an `interp export` names its run: TransformerLens takes that checkpoint (our own hook names)
+        source = (getattr(model.config, "interp", None) or {}).get("exported_from")
+        also = (f", or transformer_lens on the checkpoint it was exported from, {source}"
+                if isinstance(source, str) and Path(source).is_dir() else "")
         raise InputError(f"TransformerLens has no adapter for {type(model).__name__}", path=loaded.source,
-                         fix="use --backend torch or nnsight for this model") from err
-
-
-def _refuse_exports(loaded: LoadedModel) -> None:
-    """InputError for an `interp export` folder (TaperedLlamaForCausalLM, TaperedGPT2LMHeadModel): TransformerLens's
-    Llama / GPT-2 adapters assume one MLP width for every layer, and no adapter knows these classes."""
-    from interp.hf.export import STYLES
-
-    arch = type(loaded.model).__name__
-    if arch not in {style.model_class for style in STYLES.values()}:
-        return
-    source = (getattr(loaded.model.config, "interp", None) or {}).get("exported_from")
-    known = f", {source}" if isinstance(source, str) and Path(source).is_dir() else ""
-    raise InputError(f"TransformerLens has no adapter for {arch}, an `interp export` of one of our runs",
-                     path=loaded.source, fix=f"use --backend torch or nnsight here, or transformer_lens on the "
-                                             f"checkpoint it was exported from{known}")
+                         fix=f"use --backend torch or nnsight for this model{also}") from err
 
 
 def to_nnsight(loaded: LoadedModel):

@@ -64,7 +64,8 @@ class ProbeConfig:
                             choices=REFERENCES)
     exclude_massive_dims: int | tuple[int, ...] | None = option(
         None, "zero residual dims in every operand of every measure (cosines, norms, lens, covariances): K = the "
-        "K of largest mean |resid_pre| (measured on a first pass), or a comma list of dims", parse=parse_exclude_dims, metavar="K|D[,D]")
+        "K of largest mean |resid_pre| (measured on a first pass), or a comma list of dims",
+        parse=parse_exclude_dims, metavar="K|D[,D]")
     eps: float = option(DEFAULT_EPS, "floor of |a||b| in every cosine (a zero vector gives 0, not NaN)")
     tokenizer: str | None = option(None, "tokenizer name for interp.data.get_tokenizer, overriding the model's own")
     device: str = device_option()

@@ -55,15 +55,14 @@ from interp.hf.registry import REGISTRY
 from interp.hf.resolve import resolve_model
 
 __all__ = ["Target", "expand_paths", "select_checkpoints", "parse_checkpoints", "CHECKPOINTS_HELP", "file_sha256",
-           "weights_sha256", "ref_weights_sha256", "definition_sha256", "KINDS", "GGUF_SUFFIX", "PARTS_SUFFIX", "STEP_DIR",
-           "HF_WEIGHT_PATTERNS"]
+           "weights_sha256", "ref_weights_sha256", "definition_sha256", "KINDS", "GGUF_SUFFIX", "PARTS_SUFFIX",
+           "STEP_DIR", "HF_WEIGHT_PATTERNS"]
 
 KINDS = ("checkpoint", "hf_dir", "gguf")
 GGUF_SUFFIX = ".gguf"
 PARTS_SUFFIX = ".parts"
 STEP_DIR = re.compile(r"step_(\d+)")
 HF_WEIGHT_PATTERNS = ("*.safetensors", "*.bin")
-BUILTIN_TOKENIZERS = ("bpe", "smollm2", "gpt2")   # interp.data.get_tokenizer names that are not paths
 NOT_DEFINING = (".parquet", ".csv", ".md")  # files in an HF dir that define no model (tables written beside it)
 CHECKPOINTS_HELP = ("which checkpoints of each run: all, final (each run's last model), step numbers (100,200) "
                     "or both (final,100); pretrained models and HF dirs are always kept")
@@ -113,6 +112,8 @@ def _tokenizer_files(config_path: Path) -> list[tuple[str, Path]]:
     config = _read_json(config_path)
     train = config.get("train") if isinstance(config, dict) else None
     name = train.get("tokenizer") if isinstance(train, dict) else None
+    from interp.data.tokenizers import BUILTIN_TOKENIZERS
+
     if not isinstance(name, str) or name in BUILTIN_TOKENIZERS:
         return []  # a built-in tokenizer is defined by the config's own fields (and data.tokenizer_hash)
     path = Path(name).expanduser()

@@ -17,8 +17,8 @@ from torch import Tensor
 
 from interp.probes.accumulator import NoveltyAccumulator
 from interp.probes.backends.choice import make_plan
-from interp.probes.expand import ref_weights_sha256
 from interp.probes.config import ProbeConfig, exclusion_request, sequence_plan, too_little_text, with_reference
+from interp.probes.expand import ref_weights_sha256
 from interp.probes.massive import _residual_abs_mean
 from interp.probes.metrics import COMPUTE_DTYPES
 from interp._util.devices import model_device, resolve_device, to_device

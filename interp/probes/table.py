@@ -14,8 +14,8 @@ if TYPE_CHECKING:
 
 TABLE_COLUMNS = ("model", "checkpoint", "layer", "n_layers", "depth", "metric", "mean", "std", "sem", "ci_low",
                  "ci_high", *QUANTILE_COLUMNS, "n_tokens", "n_nonfinite", "reference", "mlp_out_site", "hook_sites",
-                 "positions", "seq_len", "prepend_bos", "text_source", "text_sha256", "weights_sha256", "tokenizer", "dtype", "eps", "backend", "device",
-                 "hardware")
+                 "positions", "seq_len", "prepend_bos", "text_source", "text_sha256", "weights_sha256", "tokenizer",
+                 "dtype", "eps", "backend", "device", "hardware")
 
 
 def to_frame(acc: NoveltyAccumulator, **columns: Any) -> pd.DataFrame:

@@ -133,10 +133,11 @@ class TrainConfig:
         working directory is stored absolute, so probe, eval and export read the run's source (its BPE) and
         tokenizer from any directory; names (wiki, bpe, ...) stay names, and messages keep what was typed."""
         from interp.data.corpora import CORPORA
+        from interp.data.tokenizers import BUILTIN_TOKENIZERS
 
         d = dataclasses.asdict(self)
         d["source"] = _absolute_path(self.source, CORPORA)
-        d["tokenizer"] = _absolute_path(self.tokenizer, ("bpe", "smollm2", "gpt2"))
+        d["tokenizer"] = _absolute_path(self.tokenizer, BUILTIN_TOKENIZERS)
         d["width"], d["betas"], d["cooldowns"] = self.width.to_dict(), list(self.betas), list(self.cooldowns)
         return d
 

@@ -115,7 +115,8 @@ def read_run(run_dir: Path) -> dict:
         "train_loss": result.get("train_loss"), "elapsed_s": result.get("elapsed_s"),
         "tokens_per_s": result.get("tokens_per_s"), "device": result.get("device"), "dtype": result.get("dtype"),
         "hardware": hardware_label(config),
-        "world_size": result.get("world_size"), "preset": train.get("preset"), "source": train.get("source") or data.get("source"),
+        "world_size": result.get("world_size"), "preset": train.get("preset"),
+        "source": train.get("source") or data.get("source"),   # train's: absolute for a path
         "tokenizer": data.get("tokenizer"), "tokenizer_hash": data.get("tokenizer_hash"),
         "source_hash": data.get("source_hash"),
         "versions": ";".join(f"{k}={v}" for k, v in packages.items()) or None,
