@@ -48,7 +48,7 @@ for _key, _value in OFFLINE_ENV.items():  # nothing a benchmark does may wait on
 RESULTS_HEADER = """# Benchmark results
 
 Each section below is written by one script in `benchmarks/` (`python benchmarks/run_all.py --write`
-rewrites all of them, about 20 minutes on 2 quiet cores; `python benchmarks/bench_X.py --write` only
+rewrites all of them, about 25 minutes on 2 quiet cores; `python benchmarks/bench_X.py --write` only
 its own; without `--write` they only print). Every section records the command, the date, the load
 average before and after, the torch version and the thread count.
 Ratios come from variants run side by side in one process (interleaved repetitions, ABBA order);
@@ -175,16 +175,17 @@ GIB = 2**30
 
 # ----------------------------------------------------------------------------------- subprocesses
 
-def run_worker(script: Path, args: Sequence[str], timeout: float) -> dict:
+def run_worker(script: Path, args: Sequence[str], timeout: float, env: Mapping[str, str] | None = None) -> dict:
     """Run `python script *args` in a fresh process and return the JSON it printed after RESULT_PREFIX.
 
     Failures come back as {"error": "..."} (a killed worker usually means out of memory), so one
-    failing measurement becomes one row saying so instead of ending the benchmark.
+    failing measurement becomes one row saying so instead of ending the benchmark. env: the child's
+    environment (default this process's); the offline variables are always added.
     """
     cmd = [sys.executable, str(script), *args]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=REPO_ROOT,
-                              env={**os.environ, **OFFLINE_ENV})
+                              env={**(os.environ if env is None else env), **OFFLINE_ENV})
     except subprocess.TimeoutExpired:
         return {"error": f"timed out after {timeout:.0f} s"}
     for line in reversed(proc.stdout.splitlines()):

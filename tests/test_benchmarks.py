@@ -121,6 +121,15 @@ def test_bench_jobs_quick():
     _assert_complete(text, "one after another (jobs=1) vs at once (jobs=2)", "in-run tokens/s")
 
 
+def test_bench_cpu_kernels_quick():
+    """Both modes in fresh processes; the portable one must report portable kernels (its Requirements row)."""
+    from benchmarks import bench_cpu_kernels
+
+    text = bench_cpu_kernels.main(["--quick", "--threads", "2"])
+    _assert_complete(text, "fp32 bits per op", "Portable / native tokens/s")
+    assert "| portable kernels in effect in the portable worker | portable | portable | PASS" in text
+
+
 @pytest.mark.integration
 def test_run_worker_parses_result_and_reports_failures(tmp_path):
     ok = tmp_path / "ok.py"

@@ -9,6 +9,7 @@ import platform
 import subprocess
 import sys
 
+from interp._util import cpu_kernels
 from interp._util.paths import REPO_ROOT
 
 TRACKED_PACKAGES = ("interp", "torch", "transformer-lens", "nnsight", "transformers", "numpy", "pandas")
@@ -59,12 +60,14 @@ def cpu_info() -> dict[str, object]:
 
 def hardware() -> dict[str, object]:
     """cpu_info() plus, when torch is already imported (never imported here: start-up stays cheap), its
-    thread count and the CUDA device."""
+    thread count, the CUDA device and the CPU kernels in effect (InputError when INTERP_CPU_KERNELS=portable
+    was asked for and is not what runs)."""
     info = dict(cpu_info())
     torch = sys.modules.get("torch")
     if torch is not None:
         info["torch_threads"] = torch.get_num_threads()
         info["cuda"] = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+        info["cpu_kernels"] = cpu_kernels.check()  # which ATen / MKL / oneDNN code paths ran (interp._util.cpu_kernels)
     return info
 
 
@@ -75,7 +78,9 @@ def hardware_label(device: object = "cpu", hw: dict | None = None) -> str:
     hw = hardware() if hw is None else hw
     if str(device).startswith("cuda") and hw.get("cuda"):
         return str(hw["cuda"])
-    return f"{hw.get('cpu')} ({hw.get('cores')} cores{', bf16 native' if hw.get('bf16_native') else ''})"
+    kernels = hw.get("cpu_kernels") if isinstance(hw.get("cpu_kernels"), dict) else {}
+    portable = ", portable kernels" if kernels.get("mode") == cpu_kernels.PORTABLE else ""
+    return f"{hw.get('cpu')} ({hw.get('cores')} cores{', bf16 native' if hw.get('bf16_native') else ''}{portable})"
 
 
 def provenance() -> dict[str, object]:

@@ -14,6 +14,7 @@ import os
 import sys
 import traceback
 
+from interp._util import cpu_kernels
 from interp._util.errors import EXIT_INTERRUPTED, EXIT_USAGE, USER_ERRORS, debug_requested, one_line
 
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a tool killed by a closed pipe
@@ -60,6 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     debug = debug_requested(argv)
     command = " ".join(["interp", *(str(getattr(args, k)) for k in ("command",) if getattr(args, k, None))])
     try:
+        cpu_kernels.requested()  # a bad INTERP_CPU_KERNELS fails before the command does anything
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
         print(f"{command}: interrupted", file=sys.stderr)

@@ -15,7 +15,9 @@ import torch
 from jaxtyping import Int
 from torch import Tensor
 
+from interp._util import cpu_kernels
 from interp._util.dtypes import AUTO, torch_dtype
+from interp._util.errors import InputError
 from interp.model import next_token_loss
 from interp.training.config import TrainConfig
 from interp.training.parallel import grad_sync
@@ -24,9 +26,12 @@ from interp.training.parallel import grad_sync
 def bf16_is_native(device: torch.device) -> bool:
     """Whether bf16 autocast runs on native bf16 units here: a bf16-capable GPU, or a CPU with AVX512-BF16
     or AMX. benchmarks/RESULTS.md (bench_train c): on such a CPU bf16 trained the tiny preset 1.65x faster
-    than fp32 with validation loss within 0.6%, so `dtype="auto"` picks it; elsewhere fp32."""
+    than fp32 with validation loss within 0.6%, so `dtype="auto"` picks it; elsewhere fp32, and under
+    INTERP_CPU_KERNELS=portable (interp._util.cpu_kernels), whose kernels never use the bf16 units."""
     if device.type == "cuda":
         return torch.cuda.is_bf16_supported()
+    if cpu_kernels.is_portable():
+        return False
     try:
         flags = Path("/proc/cpuinfo").read_text().split()
     except OSError:
@@ -38,7 +43,12 @@ def compute_dtype(name: str, device: torch.device) -> torch.dtype:
     """TrainConfig.dtype ("fp32" | "bf16" | "auto") -> the torch dtype the forward runs in on `device`."""
     if name == AUTO:
         name = "bf16" if bf16_is_native(device) else "fp32"
-    return torch_dtype(name)
+    dtype = torch_dtype(name)
+    if dtype == torch.bfloat16 and device.type == "cpu" and cpu_kernels.is_portable():
+        raise InputError(f"dtype {name!r} on the CPU under {cpu_kernels.MODE_VAR}=portable: bf16 runs on oneDNN "
+                         f"kernels that differ between CPU kinds whatever the settings, so its results cannot be "
+                         f"portable. Use --dtype fp32 (or auto), or unset {cpu_kernels.MODE_VAR}")
+    return dtype
 
 
 def lm_loss_sum(model: torch.nn.Module, batch: Int[Tensor, "batch n_ctx_plus_1"],

@@ -1,0 +1,139 @@
+"""INTERP_CPU_KERNELS (interp._util.cpu_kernels): what it sets, what results record, what it refuses.
+
+The settings are read once by torch's libraries, so every check of what runs uses a fresh process."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from interp._util import cpu_kernels
+from interp._util.errors import InputError
+from interp._util.paths import REPO_ROOT
+from tests.badinput import Case, cases_of, check_case
+
+MICRO = ["train", "--preset", "micro", "--steps", "2", "--out", "runs/x"]
+Case("kernels-bad-mode", item="new", argv=MICRO, env={"INTERP_CPU_KERNELS": "fast"}, subprocess=True,
+     message=r"interp train: environment variable INTERP_CPU_KERNELS='fast': choose one of native, portable")
+Case("kernels-portable-bf16", item="new", argv=[*MICRO, "--dtype", "bf16"], subprocess=True,
+     env={"INTERP_CPU_KERNELS": "portable"},
+     message=r"interp train: dtype 'bf16' on the CPU under INTERP_CPU_KERNELS=portable: .* Use --dtype fp32")
+
+
+@pytest.mark.parametrize("case", cases_of("kernels-"), ids=lambda c: c.id)
+def test_case(case, tmp_path):
+    check_case(case, tmp_path)
+
+
+def _python(code: str, **env: str) -> dict:
+    """Run `code` in a fresh interpreter with env added (the kernel variables removed first); its last stdout
+    line as JSON."""
+    base = {k: v for k, v in os.environ.items() if k not in cpu_kernels.PORTABLE_ENV and k != cpu_kernels.MODE_VAR}
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, env={**base, **env}, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+RECORD = ("import json, interp, torch\n"
+          "from interp._util.provenance import hardware, hardware_label\n"
+          "torch.ones(4).softmax(0)\n"
+          "print(json.dumps({'kernels': hardware()['cpu_kernels'], 'label': hardware_label('cpu')}))")
+needs_mkl = pytest.mark.skipif(_python("import json, torch; from interp._util.cpu_kernels import mkl_branch; "
+                                       "print(json.dumps(mkl_branch()))") is None,
+                               reason="this torch build exports no MKL (mkl_cbwr_get): its branch cannot be read")
+
+
+def test_requested_mode_and_its_errors(monkeypatch):
+    monkeypatch.delenv(cpu_kernels.MODE_VAR, raising=False)
+    assert cpu_kernels.requested() == "native" and not cpu_kernels.is_portable()
+    monkeypatch.setenv(cpu_kernels.MODE_VAR, " Portable ")
+    assert cpu_kernels.requested() == "portable" and cpu_kernels.is_portable()
+    monkeypatch.setenv(cpu_kernels.MODE_VAR, "avx2")
+    with pytest.raises(InputError, match="INTERP_CPU_KERNELS='avx2': choose one of native, portable"):
+        cpu_kernels.requested()
+    assert not cpu_kernels.is_portable()
+
+
+def test_request_sets_only_unset_variables(monkeypatch):
+    for key in cpu_kernels.PORTABLE_ENV:
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("MKL_CBWR", "AVX2")
+    monkeypatch.setenv(cpu_kernels.MODE_VAR, "native")
+    cpu_kernels.request_from_env()
+    assert "ATEN_CPU_CAPABILITY" not in os.environ                     # native: nothing set
+    monkeypatch.setenv(cpu_kernels.MODE_VAR, "portable")
+    cpu_kernels.request_from_env()
+    assert os.environ["ATEN_CPU_CAPABILITY"] == "avx2" and os.environ["ONEDNN_MAX_CPU_ISA"] == "AVX2"
+    assert os.environ["MKL_CBWR"] == "AVX2"                             # the user's own value is left alone
+    monkeypatch.setenv(cpu_kernels.MODE_VAR, "bogus")
+    cpu_kernels.request_from_env()                                      # importing interp never fails on it
+
+
+def test_bf16_is_never_native_under_portable(monkeypatch):
+    import torch
+
+    from interp.training.step import bf16_is_native, compute_dtype
+
+    monkeypatch.setenv(cpu_kernels.MODE_VAR, "portable")
+    assert not bf16_is_native(torch.device("cpu"))
+    assert compute_dtype("auto", torch.device("cpu")) == torch.float32
+    with pytest.raises(InputError, match="cannot be portable"):
+        compute_dtype("bf16", torch.device("cpu"))
+
+
+@needs_mkl
+def test_portable_is_what_runs_and_what_results_record():
+    native = _python(RECORD)
+    portable = _python(RECORD, INTERP_CPU_KERNELS="portable")
+    assert portable["kernels"] == {"mode": "portable", **cpu_kernels.PORTABLE_SETTINGS}
+    assert portable["label"].endswith(", portable kernels)")
+    assert native["kernels"]["mode"] == "native" and native["kernels"]["mkl_cbwr"] != "COMPATIBLE"
+    assert "portable" not in native["label"]
+
+
+@needs_mkl
+def test_portable_requested_after_torch_started_is_refused():
+    code = ("import os, torch; torch.ones(4).softmax(0); os.environ['INTERP_CPU_KERNELS'] = 'portable'\n"
+            "import json, interp\nfrom interp._util.provenance import hardware\n"
+            "try:\n    hardware()\nexcept ValueError as err:\n    print(json.dumps(str(err)))")
+    message = _python(code)
+    assert "INTERP_CPU_KERNELS=portable, but the CPU kernels in effect are not" in message
+    assert "aten is" in message and "import interp before torch" in message
+
+
+@needs_mkl
+def test_a_run_trained_portable_says_so_in_its_tables(tmp_path):
+    """End to end: `interp train` under the variable; the run's config and the runs table's hardware cell."""
+    env = {**{k: v for k, v in os.environ.items() if k not in cpu_kernels.PORTABLE_ENV},
+           cpu_kernels.MODE_VAR: "portable", "INTERP_CACHE_DIR": str(tmp_path / "cache")}
+    proc = subprocess.run([sys.executable, "-m", "interp.cli", "train", "--preset", "micro", "--steps", "2",
+                           "--out", str(tmp_path / "run")], cwd=REPO_ROOT, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    from interp.training.results import trained_on
+
+    config = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert config["provenance"]["hardware"]["cpu_kernels"]["mode"] == "portable"
+    assert trained_on(tmp_path / "run").endswith(", portable kernels)")
+    assert json.loads((tmp_path / "run" / "result.json").read_text())["dtype"] == "float32"
+
+
+def test_benchmark_comparison_rows():
+    from benchmarks.bench_cpu_kernels import comparison_rows
+
+    mine = {mode: {"ops": {"linear": f"{mode}-l", "softmax": "s"}, "train": {"weights_sha256": f"{mode}-w"}}
+            for mode in ("native", "portable")}
+    stored = {"other CPU": {"native": {"ops": {"linear": "x", "softmax": "s"}, "train": {"weights_sha256": "y"}},
+                            "portable": {"ops": {"linear": "portable-l", "softmax": "s"},
+                                         "train": {"weights_sha256": "portable-w"}}},
+              "this CPU": {}}
+    rows = {r["op"]: r for r in comparison_rows(mine, "this CPU", stored)}
+    assert rows["linear"]["native = other CPU?"] == "differs" and rows["linear"]["portable = other CPU?"] == "same"
+    assert rows["softmax"]["native = other CPU?"] == "same"
+    assert rows["training run (final weights)"]["portable = other CPU?"] == "same"
+    assert rows["training run (final weights)"]["native (this CPU)"] == "native-w"
