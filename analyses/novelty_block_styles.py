@@ -198,7 +198,7 @@ def probe_runs(cfg: Config, found: pd.DataFrame) -> pd.DataFrame:
 
 
 RUN_TABLE_COLUMNS = ["arch", "block_style", "variant", "label", "seed", "metric", "layer", "n_layers", "depth",
-                     "d_mlp", "mean", "ci_low", "ci_high", "n_tokens", "checkpoint", "checkpoint_kind", "steps",
+                     "d_mlp", "mean", "ci_low", "ci_high", "ci_method", "n_tokens", "checkpoint", "checkpoint_kind", "steps",
                      "tokens", "dtype_train", "train_cpu", "source", "val_fraction", "text_source", "text_sha256",
                      "dtype", "backend", "positions", "seq_len", "weights_sha256", "settings_hash", "probe_cpu",
                      "probed_now", "versions", "git_commit"]
@@ -220,6 +220,8 @@ def run_table(probed: pd.DataFrame) -> pd.DataFrame:
     run's training dtype, train_cpu its CPU; dtype: the probe's metric math)."""
     df = probed.rename(columns={"dtype_run": "dtype_train", "cpu": "train_cpu"})
     df["d_mlp"] = [widths[int(layer)] for widths, layer in zip(df["d_mlp"], df["layer"])]
+    if "ci_method" not in df.columns:  # batch parts probed before 2026-12-03: a per-token normal CI
+        df["ci_method"] = None
     return ordered(df, ["arch", "variant", "seed", "metric", "layer"])[RUN_TABLE_COLUMNS]
 
 

@@ -30,7 +30,7 @@ FIGURE = "novelty_over_training.png"
 OUTPUTS = outputs(TABLE, FIGURE)
 FIGURE_METRICS = ("rho_mlp", "rho_block")
 COLUMNS = ["run", "label", "step", "layer", "n_layers", "depth", "metric", "mean", "sem", "ci_low", "ci_high",
-           "q05", "q50", "q95", "n_tokens", "weights_sha256",
+           "ci_method", "q05", "q50", "q95", "n_tokens", "n_sequences", "weights_sha256",
            # what made each row (the batch table's): text, positions, dtype, where it ran, with what
            "text_source", "text_sha256", "positions", "seq_len", "dtype", "backend", "device", "hardware", "versions"]
 

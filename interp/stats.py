@@ -6,7 +6,9 @@ Both reductions keep one value per *channel* (e.g. per layer), accept a batch of
 in `n_nonfinite` instead of poisoning the mean), and can be saved (`state_dict`) and merged
 (`merge`) so shards of an analysis can be combined exactly later. RunningCovariance does the same for
 the d x d co-moment matrix of row vectors (one per channel), for population statistics (effective rank,
-CKA) that have no per-value form.
+CKA) that have no per-value form, and ClusteredMean the mean of values that come in clusters (the tokens of
+one sequence) with a standard error that treats the clusters, not the values, as independent. The Student-t
+intervals live in interp.stats_intervals and are re-exported here.
 """
 
 from __future__ import annotations
@@ -19,10 +21,12 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
+from interp.stats_intervals import mean_ci, t_cdf, t_quantile
+
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["RunningMoments", "RunningHistogram", "RunningCovariance", "DEFAULT_QUANTILES", "Z_95", "t_cdf", "t_quantile", "mean_ci", "pearson_r",
+__all__ = ["RunningMoments", "RunningHistogram", "RunningCovariance", "ClusteredMean", "DEFAULT_QUANTILES", "Z_95", "t_cdf", "t_quantile", "mean_ci", "pearson_r",
            "rankdata", "spearman_r", "depth_correlations", "with_variant"]
 
 DEFAULT_QUANTILES: tuple[float, ...] = (0.05, 0.25, 0.5, 0.75, 0.95)
@@ -57,8 +61,8 @@ class RunningMoments:
     result does not depend on how the values were split into batches.
 
     `var` and `std` are the sample (ddof=1) estimates; `sem = std / sqrt(n)`; `ci95()` is the
-    normal approximation mean +- 1.96 * sem, which is fine for the thousands of tokens a probe
-    averages over (it ignores correlation between tokens of one sequence, so it is optimistic).
+    normal approximation mean +- 1.96 * sem for independent values. Tokens of one sequence are not
+    independent, so the probes' CIs come from ClusteredMean (sequences as the units) instead.
     """
 
     def __init__(self, channels: int = 1):
@@ -372,75 +376,91 @@ class RunningCovariance:
         return cls(int(state["channels"]), bool(state["cross"])).load_state_dict(state)
 
 
-# --------------------------------------------------------------------------------------------------
-# Small-sample intervals (Student t). scipy is not a dependency, so the t CDF is computed here from
-# the regularised incomplete beta function (continued fraction, Numerical Recipes 6.4).
-# --------------------------------------------------------------------------------------------------
+class ClusteredMean:
+    """Per-channel mean of values that come in clusters (the tokens of one sequence), with a cluster-robust
+    standard error: tokens of one sequence are correlated, so RunningMoments' per-token sem is optimistic.
 
-def _betacf(a: float, b: float, x: float) -> float:
-    """Continued fraction of the regularised incomplete beta (modified Lentz; Numerical Recipes 6.4)."""
-    tiny, qab, qap, qam = 1e-300, a + b, a + 1.0, a - 1.0
-    c, d = 1.0, 1.0 - qab * x / qap
-    d = 1.0 / (d if abs(d) > tiny else tiny)
-    h = d
-    for m in range(1, 300):
-        m2 = 2 * m
-        for num in (m * (b - m) * x / ((qam + m2) * (a + m2)), -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))):
-            d = 1.0 + num * d
-            d = 1.0 / (d if abs(d) > tiny else tiny)
-            c = 1.0 + num / c
-            c = c if abs(c) > tiny else tiny
-            h *= d * c
-        if abs(d * c - 1.0) < 1e-15:
-            break
-    return h
+    Streams one (sum S_c, count n_c) pair per cluster and keeps, per channel, G (clusters with a value), the
+    means of S and n and their centred co-moments (Chan et al.'s merge, float64): O(channels) state, merged
+    exactly across shards. The mean is the token-weighted ratio sum S / sum n (the same number RunningMoments
+    gives); its sem is the CR1 sandwich sqrt(G / (G - 1) * sum_c (S_c - mean * n_c)^2) / sum n (Cameron & Miller
+    2015), with sum_c (S_c - mean * n_c)^2 = C_SS - 2 mean C_Sn + mean^2 C_nn exactly (mean = S-bar / n-bar); ci95
+    is mean -+ t(0.975, G - 1) * sem. With one token per cluster it is the per-token sem.
+    """
 
+    def __init__(self, channels: int = 1):
+        if channels < 1:
+            raise ValueError(f"channels must be >= 1, got {channels}")
+        self.channels = channels
+        zeros = lambda: torch.zeros(channels, dtype=torch.float64)  # noqa: E731
+        self.clusters, self.mean_s, self.mean_n, self.c_ss, self.c_sn, self.c_nn = (zeros() for _ in range(6))
 
-def _betainc(a: float, b: float, x: float) -> float:
-    """Regularised incomplete beta I_x(a, b) for 0 <= x <= 1."""
-    if x <= 0.0 or x >= 1.0:
-        return float(x >= 1.0)
-    log_front = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
-    if x < (a + 1.0) / (a + b + 2.0):
-        return math.exp(log_front) * _betacf(a, b, x) / a
-    return 1.0 - math.exp(log_front) * _betacf(b, a, 1.0 - x) / b
+    _FIELDS = ("clusters", "mean_s", "mean_n", "c_ss", "c_sn", "c_nn")
 
+    def update(self, sums: Float[Tensor, "clusters"], counts: Float[Tensor, "clusters"], channel: int) -> None:
+        """Add clusters to one channel: their value sums and value counts; clusters with count 0 are skipped."""
+        sums, counts = sums.detach().to("cpu", torch.float64).reshape(-1), counts.detach().to("cpu", torch.float64).reshape(-1)
+        keep = counts > 0
+        sums, counts = sums[keep], counts[keep]
+        g = float(sums.numel())
+        if g == 0:
+            return
+        ms, mn = sums.mean(), counts.mean()
+        ds, dn = sums - ms, counts - mn
+        self._combine(slice(channel, channel + 1), torch.tensor([g], dtype=torch.float64), ms.reshape(1), mn.reshape(1),
+                      (ds * ds).sum().reshape(1), (ds * dn).sum().reshape(1), (dn * dn).sum().reshape(1))
 
-def t_cdf(t: float, df: float) -> float:
-    """P(T <= t) for Student's t with df degrees of freedom."""
-    tail = 0.5 * _betainc(df / 2.0, 0.5, df / (df + t * t))
-    return 1.0 - tail if t >= 0 else tail
+    def _combine(self, sl: slice, g_b: Tensor, ms_b: Tensor, mn_b: Tensor, css_b: Tensor, csn_b: Tensor,
+                 cnn_b: Tensor) -> None:
+        g_a = self.clusters[sl]
+        g = g_a + g_b
+        w = g_a * g_b / g.clamp_min(1)
+        ds, dn = ms_b - self.mean_s[sl], mn_b - self.mean_n[sl]
+        self.c_ss[sl] += css_b + ds * ds * w
+        self.c_sn[sl] += csn_b + ds * dn * w
+        self.c_nn[sl] += cnn_b + dn * dn * w
+        self.mean_s[sl] += ds * g_b / g.clamp_min(1)
+        self.mean_n[sl] += dn * g_b / g.clamp_min(1)
+        self.clusters[sl] = g
 
+    def merge(self, other: ClusteredMean) -> ClusteredMean:
+        """Fold another accumulator (another shard of clusters) into this one, in place; returns self."""
+        if other.channels != self.channels:
+            raise ValueError(f"cannot merge ClusteredMean with {other.channels} channels into {self.channels}")
+        self._combine(slice(None), *(getattr(other, f) for f in self._FIELDS))
+        return self
 
-def t_quantile(p: float, df: float) -> float:
-    """Inverse of t_cdf (bisection to 1e-12): t_quantile(0.975, 2) = 4.3027."""
-    if not 0.0 < p < 1.0:
-        raise ValueError(f"t_quantile: p must be in (0, 1), got {p}")
-    if not df > 0:
-        raise ValueError(f"t_quantile: df must be > 0, got {df} (a CI needs at least 2 values)")
-    if p < 0.5:
-        return -t_quantile(1.0 - p, df)
-    lo, hi = 0.0, 1.0
-    while t_cdf(hi, df) < p:
-        lo, hi = hi, hi * 2.0
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        lo, hi = (mid, hi) if t_cdf(mid, df) < p else (lo, mid)
-        if hi - lo < 1e-12 * max(1.0, hi):
-            break
-    return 0.5 * (lo + hi)
+    @property
+    def mean(self) -> Float[Tensor, "channels"]:
+        """sum S / sum n; NaN for a channel without values."""
+        return torch.where(self.clusters > 0, self.mean_s / self.mean_n.clamp_min(1e-300),
+                           torch.full_like(self.mean_s, math.nan))
 
+    @property
+    def sem(self) -> Float[Tensor, "channels"]:
+        """CR1 cluster-robust standard error of the mean; NaN below two clusters."""
+        m = self.mean
+        resid = (self.c_ss - 2 * m * self.c_sn + m * m * self.c_nn).clamp_min(0)
+        g = self.clusters
+        sem = torch.sqrt(g / (g - 1).clamp_min(1) * resid) / (g * self.mean_n).clamp_min(1e-300)
+        return torch.where(g > 1, sem, torch.full_like(sem, math.nan))
 
-def mean_ci(values: Sequence[float], level: float = 0.95) -> tuple[float, float, float]:
-    """(mean, low, high): Student-t interval mean +- t_{(1+level)/2, n-1} * s / sqrt(n); NaN bounds if n < 2."""
-    x = np.asarray([v for v in values if v is not None and np.isfinite(v)], dtype=float)
-    if x.size == 0:
-        return math.nan, math.nan, math.nan
-    mean = float(x.mean())
-    if x.size < 2:
-        return mean, math.nan, math.nan
-    half = t_quantile((1.0 + level) / 2.0, x.size - 1) * float(x.std(ddof=1)) / math.sqrt(x.size)
-    return mean, mean - half, mean + half
+    def ci95(self) -> tuple[Float[Tensor, "channels"], Float[Tensor, "channels"]]:
+        """(low, high) = mean -+ t(0.975, G - 1) * sem, per channel; NaN below two clusters."""
+        t = torch.tensor([t_quantile(0.975, g - 1) if g > 1 else math.nan for g in self.clusters.tolist()],
+                         dtype=torch.float64)
+        half = t * self.sem
+        return self.mean - half, self.mean + half
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"channels": self.channels, **{f: getattr(self, f).clone() for f in self._FIELDS}}
+
+    def load_state_dict(self, state: dict) -> ClusteredMean:
+        if int(state["channels"]) != self.channels:
+            raise ValueError(f"state has {state['channels']} channels, this ClusteredMean has {self.channels}")
+        for f in self._FIELDS:
+            setattr(self, f, state[f].to(torch.float64).clone())
+        return self
 
 
 # --------------------------------------------------------------------------------------------------

@@ -148,11 +148,12 @@ def test_causal_rows_join_the_correlational_rows(checkpoint):
     corr = df[~df.index.isin(causal.index)]
     assert len(causal) == 3 * 3 and list(causal.columns[:len(probes.TABLE_COLUMNS)]) == list(probes.TABLE_COLUMNS)
     settings = [c for c in corr.columns if corr[c].notna().all() and corr[c].nunique() == 1
-                and c not in ("reference", "hook_sites")]
+                and c not in ("reference", "hook_sites", "ci_method", "n_sequences")]
     assert {"model", "checkpoint", "text_sha256", "positions", "seq_len", "backend", "versions"} <= set(settings)
     for column in settings:  # everything that says which run it is, equal on both kinds of rows
         assert (causal[column] == corr[column].iloc[0]).all(), column
-    assert set(causal["n_tokens"]) == {4 * 15} and set(causal["n_sequences"]) == {4}
+    assert set(causal["n_tokens"]) == {4 * 15} and set(causal["n_sequences"]) == {4} == set(corr["n_sequences"])
+    assert set(causal["ci_method"]) == {ab.CAUSAL_CI} != set(corr["ci_method"])  # each says how its CI was made
     assert causal["reference"].str.contains("mean over the 60 probe tokens").any()
     assert (causal["ci_low"] <= causal["mean"]).all() and (causal["mean"] <= causal["ci_high"]).all()
     wide = ab.joined(df)

@@ -44,6 +44,7 @@ import pytest
 import torch
 
 from interp.probes import GEOMETRY_METRICS, METRIC_NAMES, probe
+from interp.stats import t_quantile
 from tests.factories import tiny_hf, word_tokenizer
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny inputs: one thread is fastest on a shared machine
@@ -197,30 +198,39 @@ assert set(PER_TOKEN) == {*NORMED, *GEOMETRY_METRICS}
 
 
 def reference_table(model: torch.nn.Module, arch: str, text_ids: torch.Tensor, metrics, positions: str = "skip_first"):
-    """{(layer, metric): (mean, std, n)} in float64 over the first TOKENS ids as N_SEQS sequences of SEQ_LEN."""
+    """{(layer, metric): (mean, std, n, sem)} in float64 over the first TOKENS ids as N_SEQS sequences of SEQ_LEN.
+    sem: the CI's, sequences as the units: with equal tokens per sequence the cluster-robust (CR1) sem is the
+    std of the N_SEQS sequence means over sqrt(N_SEQS)."""
     model = copy.deepcopy(model).double().eval()
     seqs = text_ids[:TOKENS].reshape(N_SEQS, SEQ_LEN)
     first = 1 if positions == "skip_first" else 0
     table = {}
     for l, s in enumerate(reference_sites(model, arch, seqs)):
         for metric in metrics:
-            v = PER_TOKEN[metric](s)[:, first:].reshape(-1)
+            per_seq = PER_TOKEN[metric](s)[:, first:]
+            v = per_seq.reshape(-1)
             assert torch.isfinite(v).all()
-            table[(l, metric)] = (v.mean().item(), v.std(correction=1).item(), v.numel())
+            sem = per_seq.mean(1).std(correction=1).item() / math.sqrt(N_SEQS)
+            table[(l, metric)] = (v.mean().item(), v.std(correction=1).item(), v.numel(), sem)
     return table
 
 
-def probe_table(df) -> dict[tuple[int, str], tuple[float, float, int]]:
-    return {(int(r.layer), r.metric): (r.mean, r.std, int(r.n_tokens)) for r in df.itertuples()}
+def probe_table(df) -> dict[tuple[int, str], tuple[float, float, int, float]]:
+    half = t_quantile(0.975, N_SEQS - 1)
+    assert (df["n_sequences"] == N_SEQS).all()
+    assert ((df["ci_high"] - df["mean"]) - half * df["sem"]).abs().max() < 1e-12      # t(S - 1) over sequences
+    assert ((df["mean"] - df["ci_low"]) - half * df["sem"]).abs().max() < 1e-12
+    return {(int(r.layer), r.metric): (r.mean, r.std, int(r.n_tokens), r.sem) for r in df.itertuples()}
 
 
 def _check(got: dict, want: dict, tol: float, arch: str, metrics) -> None:
     assert sorted(got) == sorted(want), (arch, sorted(set(got) ^ set(want)))
     bad = []
-    for key, (mean, std, n) in want.items():
-        g_mean, g_std, g_n = got[key]
-        if g_n != n or abs(g_mean - mean) > tol or abs(g_std - std) > tol:
-            bad.append(f"{key}: probe mean {g_mean!r} std {g_std!r} n {g_n}; reference mean {mean!r} std {std!r} n {n}")
+    for key, (mean, std, n, sem) in want.items():
+        g_mean, g_std, g_n, g_sem = got[key]
+        if g_n != n or abs(g_mean - mean) > tol or abs(g_std - std) > tol or abs(g_sem - sem) > tol:
+            bad.append(f"{key}: probe mean {g_mean!r} std {g_std!r} sem {g_sem!r} n {g_n}; "
+                       f"reference mean {mean!r} std {std!r} sem {sem!r} n {n}")
     assert not bad, f"{arch}: {len(bad)} of {len(want)} (layer, metric) rows differ:\n" + "\n".join(bad)
 
 

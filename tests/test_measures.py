@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from interp import hf as pretrained
 from interp import probes
 from interp.probes import GEOMETRY_METRICS, LENS_METRICS, METRIC_NAMES, POPULATION_METRICS, NoveltyAccumulator
+from interp.probes.accumulator import SEQUENCE_CI
 from interp.probes.lens import LogitLens
 from interp.probes.population import PopulationStats
 from interp.stats import RunningCovariance, t_quantile
@@ -180,7 +181,7 @@ def test_population_ci_is_a_jackknife_over_sequence_groups(tiny):
             assert got.ci_method == "jackknife: 2 groups of whole sequences, t(1)"
     per_token = probes.probe_model(model, [toks], metrics=("rho_mlp", "mlp_erank"), jackknife_groups=1)
     assert per_token[per_token.metric == "mlp_erank"]["sem"].isna().all()  # one group: no CI, and it says so
-    assert set(per_token.ci_method) == {"normal: mean -+ 1.96 sem over tokens",
+    assert set(per_token.ci_method) == {SEQUENCE_CI,
                                         "none: fewer than 2 jackknife groups of sequences (NaN CI)"}
 
 
@@ -188,7 +189,7 @@ def test_default_table_is_unchanged():
     model, toks = tiny_lm(), tokens()
     df = probes.probe_model(model, [toks], backend="torch")
     assert tuple(dict.fromkeys(df.metric)) == METRIC_NAMES and not set(NEW) & set(METRIC_NAMES)
-    assert "ci_method" not in df.columns
+    assert set(df.ci_method) == {SEQUENCE_CI}  # every row says how its CI was made
 
 
 def test_merged_shards_equal_one_pass(tiny):

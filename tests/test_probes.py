@@ -387,13 +387,14 @@ def test_probe_on_checkpoint_dir_builds_the_tidy_table(tiny_run, tmp_path):
     first = df.iloc[0]
     assert (first.model, first.checkpoint, first.backend, first.n_layers) == ("tiny", str(run_dir), "torch", 3)
     assert df.depth.max() == 1.0 and df.depth.min() == 0.0
-    assert (df.n_tokens == 4 * 15).all()  # 70 // 16 = 4 sequences, BOS position skipped
+    assert (df.n_tokens == 4 * 15).all() and (df.n_sequences == 4).all()  # 70 // 16 = 4 sequences, BOS skipped
     assert first.text_source == str(text) and len(first.text_sha256) == 64 and first.prepend_bos
     ref = df[(df.layer == 2) & (df.metric == "rho_mlp")].reference.item()
     assert ref == "cos(blocks.2.hook_mlp_out, blocks.2.hook_resid_pre)"
     assert "torch=" in first.versions and first.mlp_out_site == "blocks.{l}.hook_mlp_out"
-    expected = ["model", "checkpoint", "layer", "n_layers", "depth", "metric", "mean", "std", "sem", "ci_low",
-                "ci_high", "q05", "q25", "q50", "q75", "q95", "n_tokens", "n_nonfinite", "reference"]
+    expected = ["model", "checkpoint", "layer", "n_layers", "depth", "metric", "mean", "std", "sem", "sem_tokens",
+                "ci_low", "ci_high", "ci_method", "q05", "q25", "q50", "q75", "q95", "n_tokens", "n_sequences",
+                "n_nonfinite", "reference"]
     assert list(df.columns[:len(expected)]) == expected
 
     paths = probes.save_table(df, tmp_path / "out" / "t.parquet", csv=True)

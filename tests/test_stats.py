@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 import torch
 
-from interp.stats import RunningHistogram, RunningMoments
+from interp.stats import ClusteredMean, RunningHistogram, RunningMoments, t_quantile
 
 CHUNKS = (1, 7, 0, 300, 2, 1000, 45)  # uneven, including an empty chunk
 
@@ -128,3 +130,45 @@ def test_state_size_does_not_grow_with_values():
         m.update(torch.rand(10_000, 4))
         h.update(torch.rand(10_000, 4))
     assert (nbytes(m), nbytes(h)) == before
+
+
+# ------------------------------------------------------------------------------ ClusteredMean
+
+def _cr1(sums: np.ndarray, counts: np.ndarray) -> tuple[float, float]:
+    """Two-pass CR1 cluster-robust (mean, sem) of a ratio mean, written out independently."""
+    keep = counts > 0
+    sums, counts = sums[keep], counts[keep]
+    g, mean = sums.size, sums.sum() / counts.sum()
+    return mean, math.sqrt(g / (g - 1) * ((sums - mean * counts) ** 2).sum()) / counts.sum()
+
+
+def test_clustered_mean_matches_a_two_pass_cr1_over_uneven_chunks():
+    rng = np.random.default_rng(3)
+    counts = rng.integers(0, 40, 57).astype(float)          # some empty clusters (skipped)
+    sums = np.array([rng.normal(rng.normal(0.2, 0.3), 1.0, int(n)).sum() for n in counts])
+    acc = ClusteredMean(3)
+    for chunk in np.array_split(np.arange(57), 7):
+        acc.update(torch.tensor(sums[chunk]), torch.tensor(counts[chunk]), channel=2)
+    mean, sem = _cr1(sums, counts)
+    assert acc.mean[2].item() == pytest.approx(mean, rel=1e-12) and acc.sem[2].item() == pytest.approx(sem, rel=1e-10)
+    assert acc.clusters[2].item() == (counts > 0).sum() and math.isnan(acc.mean[0].item())
+    low, high = acc.ci95()
+    assert high[2].item() - acc.mean[2].item() == pytest.approx(t_quantile(0.975, (counts > 0).sum() - 1) * sem,
+                                                                 rel=1e-9)
+
+
+def test_clustered_mean_merge_state_dict_and_one_token_clusters():
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=200)
+    one = ClusteredMean(1)
+    one.update(torch.tensor(x), torch.ones(200), channel=0)   # every token its own cluster: the per-token sem
+    assert one.sem.item() == pytest.approx(x.std(ddof=1) / math.sqrt(200), rel=1e-10)
+    a, b = ClusteredMean(1), ClusteredMean(1)
+    a.update(torch.tensor(x[:70]), torch.ones(70), channel=0)
+    b.update(torch.tensor(x[70:]), torch.ones(130), channel=0)
+    merged = ClusteredMean(1).load_state_dict(a.state_dict()).merge(b)
+    assert merged.mean.item() == pytest.approx(one.mean.item(), rel=1e-12)
+    assert merged.sem.item() == pytest.approx(one.sem.item(), rel=1e-10)
+    single = ClusteredMean(1)
+    single.update(torch.tensor([3.0]), torch.tensor([5.0]), channel=0)
+    assert single.mean.item() == pytest.approx(0.6) and math.isnan(single.sem.item())  # one cluster: no CI

@@ -66,6 +66,7 @@ _EXPORTS = {
     'mlp_out_means': 'layers',
     'layer_effects': 'layers',
     'JOIN_KEYS': 'causal_table',
+    'CAUSAL_CI': 'causal_table',
     'causal_frame': 'causal_table',
     'sequence_profiles': 'causal_table',
     'add_causal_rows': 'causal_table',

@@ -43,8 +43,9 @@ JOIN_KEYS = ("model", "checkpoint", "layer", "n_layers", "depth", "positions", "
              "text_source", "text_sha256")
 # Per-row columns (never copied from the correlational rows) and the massive-dimension settings (not true of
 # an intervention).
-_ROW_COLUMNS = ("layer", "depth", "metric", "mean", "std", "sem", "ci_low", "ci_high", *QUANTILE_COLUMNS,
-                "n_tokens", "n_nonfinite", "reference", "hook_sites")
+_ROW_COLUMNS = ("layer", "depth", "metric", "mean", "std", "sem", "sem_tokens", "ci_low", "ci_high", "ci_method",
+                *QUANTILE_COLUMNS, "n_tokens", "n_sequences", "n_nonfinite", "reference", "hook_sites")
+CAUSAL_CI = "paired t over sequences: mean -+ t(0.975, S-1) * std / sqrt(S) of the per-sequence loss deltas"
 _CORRELATIONAL_ONLY = ("exclude_massive_dims", "excluded_dims", "excluded_dims_mean_abs", "median_dim_mean_abs",
                        "reference_mode")
 
@@ -78,7 +79,7 @@ def causal_frame(effects: LayerEffects, like: pd.DataFrame, confidence: float = 
             std = float(d.std(correction=1)) if d.numel() > 1 else math.nan
             rows.append({**constant, "layer": layer, "depth": layer / max(effects.n_layers - 1, 1),
                          "metric": CAUSAL_METRICS[kind], "mean": mean, "std": std,
-                         "sem": std / math.sqrt(d.numel()), "ci_low": low, "ci_high": high,
+                         "sem": std / math.sqrt(d.numel()), "ci_low": low, "ci_high": high, "ci_method": CAUSAL_CI,
                          **{col: float(quantiles[i, layer]) for i, col in enumerate(QUANTILE_COLUMNS)},
                          "n_tokens": effects.n_sequences * effects.predicted,
                          "n_nonfinite": int((~torch.isfinite(d)).sum()),

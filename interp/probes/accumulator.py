@@ -1,8 +1,11 @@
 """The streaming accumulator: backend-agnostic, fed per-layer activations as a forward produces them.
 
 Each metric is reduced to one number per token as soon as both its operands are there, then folded
-into RunningMoments / RunningHistogram (one channel per layer): mean, std, sem, normal 95% CI and
-histogram quantiles; tokens whose value is NaN/inf are counted in n_nonfinite and never averaged in.
+into RunningMoments / RunningHistogram (one channel per layer): mean, std and histogram quantiles; tokens
+whose value is NaN/inf are counted in n_nonfinite and never averaged in. The 95% CI treats sequences, not
+tokens, as the independent units (tokens of one sequence are correlated): ClusteredMean's cluster-robust sem
+over the sequences, with t(S - 1); `sem_tokens` is the per-token std / sqrt(n), which ignores that correlation
+and is kept only for comparison.
 
 Memory: an activation lives only until the metrics that need it are computed (resid_pre of ONE layer
 lives until that layer's resid_post arrives); what survives is O(layers x bins), never O(tokens).
@@ -30,10 +33,10 @@ from interp.probes.config import check_dims, check_metrics
 from interp.probes.metrics import METRICS, LayerOperands
 from interp.probes.names import ALL_SITES, DEFAULT_EPS, JACKKNIFE_GROUPS, LENS_METRICS, METRIC_NAMES, POPULATION_METRICS
 from interp.probes.population import FORMULAS, PopulationStats
-from interp.stats import DEFAULT_QUANTILES, RunningMoments
+from interp.stats import DEFAULT_QUANTILES, ClusteredMean, RunningMoments
 
 QUANTILE_COLUMNS = tuple(f"q{round(q * 100):02d}" for q in DEFAULT_QUANTILES)  # q05 q25 q50 q75 q95
-PER_TOKEN_CI = "normal: mean -+ 1.96 sem over tokens"
+SEQUENCE_CI = "t over sequences: mean -+ t(0.975, S-1) * cluster-robust sem (CR1), S = n_sequences"
 
 
 class NoveltyAccumulator:
@@ -78,6 +81,7 @@ class NoveltyAccumulator:
         self._exclude_index = torch.tensor(self.exclude_dims, dtype=torch.long)
         self.meta: dict[str, Any] = {}
         self.moments = {m: RunningMoments(n_layers) for m in self.token_metrics}
+        self.clustered = {m: ClusteredMean(n_layers) for m in self.token_metrics}  # the CI: sequences as units
         self.hists = {m: METRICS[m].histogram(n_layers) for m in self.token_metrics}
         derived = {"block_out"} | ({"attn_out"} if derive_attn_out else set())
         operands = {op for m in self.token_metrics for op in METRICS[m].operands}
@@ -171,6 +175,10 @@ class NoveltyAccumulator:
         selected = values[self._mask] if self._mask is not None else values.reshape(-1)
         self.moments[metric].update(selected, channel=layer)
         self.hists[metric].update(selected, channel=layer)
+        rows = values if values.dim() == 2 else values.reshape(1, -1)  # one row per sequence
+        valid = torch.isfinite(rows) if self._mask is None else (self._mask.reshape(rows.shape) & torch.isfinite(rows))
+        sums = torch.where(valid, rows.to(torch.float64), torch.zeros((), dtype=torch.float64, device=rows.device))
+        self.clustered[metric].update(sums.sum(-1), valid.sum(-1), channel=layer)
         self._done.add((layer, metric))
 
     def end_batch(self) -> None:
@@ -193,28 +201,31 @@ class NoveltyAccumulator:
 
     # -- results and persistence ----------------------------------------------------------------
     def summary(self) -> list[dict[str, Any]]:
-        """One row per (layer, metric): mean, std, sem, ci_low, ci_high, q05..q95, n_tokens, n_nonfinite."""
+        """One row per (layer, metric): mean, std, sem, sem_tokens, ci_low, ci_high, ci_method, q05..q95, n_tokens,
+        n_sequences, n_nonfinite (population metrics: their jackknife sem and CI, no std, quantiles or
+        sem_tokens)."""
         rows = []
         population = self.population.summary() if self.population else {}
         for name in self.metrics:
             if name in population:
                 rows += [{"layer": layer, "metric": name, "mean": r["mean"], "std": math.nan, "sem": r["sem"],
-                          "ci_low": r["ci_low"], "ci_high": r["ci_high"], **dict.fromkeys(QUANTILE_COLUMNS, math.nan),
-                          "n_tokens": r["n_tokens"], "n_nonfinite": r["n_nonfinite"],
-                          "reference": self.reference(name, layer), "ci_method": r["ci_method"]}
+                          "sem_tokens": math.nan, "ci_low": r["ci_low"], "ci_high": r["ci_high"],
+                          "ci_method": r["ci_method"], **dict.fromkeys(QUANTILE_COLUMNS, math.nan),
+                          "n_tokens": r["n_tokens"], "n_sequences": r.get("n_sequences", math.nan),
+                          "n_nonfinite": r["n_nonfinite"], "reference": self.reference(name, layer)}
                          for layer, r in enumerate(population[name])]
                 continue
-            mom, hist = self.moments[name], self.hists[name]
-            low, high = mom.ci95()
+            mom, hist, seqs = self.moments[name], self.hists[name], self.clustered[name]
+            low, high = seqs.ci95()
+            sem = seqs.sem
             quants = hist.quantiles(DEFAULT_QUANTILES)
             for layer in range(self.n_layers):
                 row = {"layer": layer, "metric": name, "mean": mom.mean[layer].item(), "std": mom.std[layer].item(),
-                       "sem": mom.sem[layer].item(), "ci_low": low[layer].item(), "ci_high": high[layer].item()}
+                       "sem": sem[layer].item(), "sem_tokens": mom.sem[layer].item(), "ci_low": low[layer].item(),
+                       "ci_high": high[layer].item(), "ci_method": SEQUENCE_CI}
                 row.update({col: quants[layer, i].item() for i, col in enumerate(QUANTILE_COLUMNS)})
-                row.update(n_tokens=int(mom.n[layer].item()), n_nonfinite=int(mom.n_nonfinite[layer].item()),
-                           reference=self.reference(name, layer))
-                if self.population:
-                    row["ci_method"] = PER_TOKEN_CI
+                row.update(n_tokens=int(mom.n[layer].item()), n_sequences=int(seqs.clusters[layer].item()),
+                           n_nonfinite=int(mom.n_nonfinite[layer].item()), reference=self.reference(name, layer))
                 rows.append(row)
         return rows
 
@@ -223,6 +234,7 @@ class NoveltyAccumulator:
                 "meta": dict(self.meta), "exclude_dims": list(self.exclude_dims),
                 "moments": {m: s.state_dict() for m, s in self.moments.items()},
                 "hists": {m: h.state_dict() for m, h in self.hists.items()},
+                "clustered": {m: c.state_dict() for m, c in self.clustered.items()},
                 **({"population": self.population.state_dict()} if self.population else {})}
 
     def load_state_dict(self, state: dict[str, Any]) -> NoveltyAccumulator:
@@ -234,6 +246,7 @@ class NoveltyAccumulator:
         for m in self.token_metrics:
             self.moments[m].load_state_dict(state["moments"][m])
             self.hists[m].load_state_dict(state["hists"][m])
+            self.clustered[m].load_state_dict(state["clustered"][m])
         if self.population:
             self.population.load_state_dict(state["population"])
         return self
@@ -246,6 +259,7 @@ class NoveltyAccumulator:
         for m in self.token_metrics:
             self.moments[m].merge(other.moments[m])
             self.hists[m].merge(other.hists[m])
+            self.clustered[m].merge(other.clustered[m])
         if self.population:
             self.population.merge(other.population)
         self.n_batches += other.n_batches

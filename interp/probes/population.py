@@ -186,7 +186,7 @@ class PopulationStats:
         return sum(c.count.cpu() for c in covs), sum(c.n_nonfinite.cpu() for c in covs)
 
     def summary(self) -> dict[str, list[dict[str, float]]]:
-        """metric -> per layer {mean, sem, ci_low, ci_high, n_tokens, n_nonfinite, ci_method}."""
+        """metric -> per layer {mean, sem, ci_low, ci_high, n_tokens, n_sequences, n_nonfinite, ci_method}."""
         full = self._estimates(self._merged(range(self.groups)))
         filled = [g for g, bank in enumerate(self.banks) if any(bool(c.count.sum() > 0) for c in bank.values())]
         leave_out = [self._estimates(self._merged([h for h in filled if h != g])) for g in filled] if len(filled) > 1 else []
@@ -205,8 +205,8 @@ class PopulationStats:
                     th = torch.tensor([lo[metric][layer] for lo in leave_out], dtype=torch.float64)
                     sem = math.sqrt((k - 1) / k * ((th - th.mean()) ** 2).sum().item())
                 rows.append({"mean": value, "sem": sem, "ci_low": value - half_t * sem, "ci_high": value + half_t * sem,
-                             "n_tokens": int(counts[layer].item()), "n_nonfinite": int(nonfinite[layer].item()),
-                             "ci_method": method})
+                             "n_tokens": int(counts[layer].item()), "n_sequences": int(self.n_sequences),
+                             "n_nonfinite": int(nonfinite[layer].item()), "ci_method": method})
             out[metric] = rows
         return out
 
