@@ -95,7 +95,7 @@ def read_profile(table: PathLike, measure: str, model: str = "", where: str = ""
         raise InputError(f"no {measure!r} rows are left after --where {where}", path=path, field="--where")
     if rows["layer"].duplicated().any():
         first = rows[rows["layer"] == rows["layer"].iloc[0]]
-        differ = [c for c in first.columns if c not in ("mean", "std", "sem", "ci_low", "ci_high")
+        differ = [c for c in first.columns if c not in ("mean", "std", "sem", "sem_tokens", "ci_low", "ci_high")
                   and not c.startswith("q") and first[c].astype(str).nunique() > 1]
         raise InputError(f"several {measure!r} rows per layer, differing in {differ}; choose one with "
                          f"--where COL=VALUE", path=path, field="--where")

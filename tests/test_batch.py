@@ -255,6 +255,23 @@ def test_deleted_parts_are_rebuilt_from_the_table(env, tmp_path, monkeypatch):
     pd.testing.assert_frame_equal(result.table, first.table)
 
 
+def test_a_part_from_before_sequence_level_cis_is_probed_again(env, tmp_path):
+    """A part without ci_method holds per-token CIs (written before 2026-12-03): it is recomputed under the same
+    key, so the merged table never mixes the two kinds of CI."""
+    run = copy_run(env, tmp_path)
+    out = tmp_path / "batch.parquet"
+    target = run / "checkpoints" / "step_000002"
+    first = batch.run_batch(config(env, [target], out))
+    (part,) = batch.parts_dir(out).glob("*.parquet")
+    old = pd.read_parquet(part).drop(columns=["ci_method", "n_sequences", "sem_tokens"])
+    old["sem"] = 123.0  # what an old part's numbers would be: anything but today's
+    old.to_parquet(part, index=False)
+    result = batch.run_batch(config(env, [target], out))
+    assert result.analysed == [str(target)] and not result.skipped
+    assert [p.name for p in batch.parts_dir(out).glob("*.parquet")] == [part.name]
+    pd.testing.assert_frame_equal(result.table, first.table)
+
+
 def test_two_shards_merge_to_the_single_process_table(env, tmp_path, monkeypatch):
     """Ranks without a process group (RANK/WORLD_SIZE only): each writes its parts; --merge-only joins them."""
     run = copy_run(env, tmp_path)

@@ -19,6 +19,9 @@ from tests.badinput import Case, cases_of, check_case
 MICRO = ["train", "--preset", "micro", "--steps", "2", "--out", "runs/x"]
 Case("kernels-bad-mode", item="new", argv=MICRO, env={"INTERP_CPU_KERNELS": "fast"}, subprocess=True,
      message=r"interp train: environment variable INTERP_CPU_KERNELS='fast': choose one of native, portable")
+Case("kernels-portable-not-in-effect", item="new", argv=MICRO, subprocess=True,
+     env={"INTERP_CPU_KERNELS": "portable", "ATEN_CPU_CAPABILITY": "default"},
+     message=r"interp train: INTERP_CPU_KERNELS=portable, but the CPU kernels in effect are not: aten is DEFAULT")
 Case("kernels-portable-bf16", item="new", argv=[*MICRO, "--dtype", "bf16"], subprocess=True,
      env={"INTERP_CPU_KERNELS": "portable"},
      message=r"interp train: dtype 'bf16' on the CPU under INTERP_CPU_KERNELS=portable: .* Use --dtype fp32")
@@ -99,11 +102,15 @@ def test_portable_is_what_runs_and_what_results_record():
 @needs_mkl
 def test_portable_requested_after_torch_started_is_refused():
     code = ("import os, torch; torch.ones(4).softmax(0); os.environ['INTERP_CPU_KERNELS'] = 'portable'\n"
-            "import json, interp\nfrom interp._util.provenance import hardware\n"
-            "try:\n    hardware()\nexcept ValueError as err:\n    print(json.dumps(str(err)))")
-    message = _python(code)
-    assert "INTERP_CPU_KERNELS=portable, but the CPU kernels in effect are not" in message
-    assert "aten is" in message and "import interp before torch" in message
+            "import json, interp\nfrom interp._util import cpu_kernels\n"
+            "from interp._util.provenance import hardware, hardware_label\n"
+            "out = {'recorded': hardware()['cpu_kernels'], 'label': hardware_label('cpu')}\n"
+            "try:\n    cpu_kernels.check()\nexcept ValueError as err:\n    out['error'] = str(err)\n"
+            "print(json.dumps(out))")
+    got = _python(code)
+    assert "INTERP_CPU_KERNELS=portable, but the CPU kernels in effect are not" in got["error"]   # where work starts
+    assert "aten is" in got["error"] and "import interp before torch" in got["error"]
+    assert got["recorded"]["mode"] == "native" and "portable" not in got["label"]   # recording: what ran
 
 
 @needs_mkl
@@ -137,3 +144,44 @@ def test_benchmark_comparison_rows():
     assert rows["softmax"]["native = other CPU?"] == "same"
     assert rows["training run (final weights)"]["portable = other CPU?"] == "same"
     assert rows["training run (final weights)"]["native (this CPU)"] == "native-w"
+
+
+def test_the_portable_label_needs_portable_kernels_and_no_16_bit_forward():
+    from interp._util.provenance import hardware_label
+
+    hw = {"cpu": "X", "cores": 2, "cpu_kernels": {"mode": "portable", **cpu_kernels.PORTABLE_SETTINGS}}
+    assert hardware_label("cpu", hw).endswith(", portable kernels)")
+    assert hardware_label("cpu", hw, dtype="torch.float32").endswith(", portable kernels)")
+    for dtype in ("torch.bfloat16", "bf16", "float16"):
+        assert "portable" not in hardware_label("cpu", hw, dtype=dtype), dtype
+    assert "portable" not in hardware_label("cpu", {**hw, "cpu_kernels": {"mode": "native"}})
+    assert "portable" not in hardware_label("cpu", {"cpu": "X", "cores": 2})   # recorded before the field
+
+
+@needs_mkl
+def test_a_resume_with_other_kernels_is_refused(tmp_path):
+    """Half native, half portable would be neither: the resume fails before it trains or writes anything."""
+    from interp.training import TrainConfig, train
+
+    out = tmp_path / "run"
+    env = {k: v for k, v in os.environ.items() if k not in cpu_kernels.PORTABLE_ENV}
+    train(TrainConfig.from_preset("micro", steps=4, out_dir=str(out), ckpt_interval=2, progress=False), stop_at=2)
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file() and p.name != ".lock"}  # the lock: a pid
+    proc = subprocess.run([sys.executable, "-m", "interp.cli", "train", "--preset", "micro", "--steps", "4",
+                           "--ckpt-interval", "2", "--out", str(out), "--resume"], cwd=REPO_ROOT,
+                          env={**env, cpu_kernels.MODE_VAR: "portable"}, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2, proc.stderr
+    assert "trained with native CPU kernels and this resume would continue with portable" in proc.stderr
+    after = {p: p.read_bytes() for p in out.rglob("*") if p.is_file() and p.name != ".lock"}
+    assert sorted(p.name for p in set(after) ^ set(before) | {p for p in before if after.get(p) != before[p]}) == []
+
+
+def test_values_must_be_one_row_per_sequence():
+    import torch
+
+    from interp.probes import NoveltyAccumulator
+
+    acc = NoveltyAccumulator(1, metrics=("rho_mlp",))
+    acc.begin_batch(torch.ones(2, 3, dtype=torch.bool))
+    with pytest.raises(ValueError, match=r"values must be \[batch, pos\]"):
+        acc.add_values(0, "rho_mlp", torch.zeros(6))

@@ -99,11 +99,16 @@ def settings() -> dict[str, object] | None:
 
 
 def check() -> dict[str, object] | None:
-    """settings(), or InputError when INTERP_CPU_KERNELS=portable was asked for but is not what runs (a result
-    labelled portable must be)."""
+    """settings(), or InputError when INTERP_CPU_KERNELS=portable was asked for but is not what runs. Called where
+    work starts (the CLI before any command, the Trainer before its first step), never where a result is being
+    recorded: provenance records settings(), what actually ran, and never fails."""
     found = settings()
     if found is None or requested() != PORTABLE or found["mode"] == PORTABLE:
         return found
+    if found["mkl_cbwr"] is None:
+        raise InputError(f"{MODE_VAR}=portable: this torch build exposes no MKL (mkl_cbwr_get), so its GEMMs cannot "
+                         f"be pinned; portable kernels need an x86-64 torch build with MKL (the PyPI wheels). "
+                         f"Unset {MODE_VAR}")
     wrong = [f"{key} is {found[key]} (portable: {value})" for key, value in PORTABLE_SETTINGS.items()
              if found[key] != value]
     raise InputError(f"{MODE_VAR}=portable, but the CPU kernels in effect are not: {'; '.join(wrong)}. "
@@ -112,13 +117,36 @@ def check() -> dict[str, object] | None:
                      f"{', '.join(PORTABLE_ENV)} unset: torch reads them once, at its first use")
 
 
+def check_at_start() -> None:
+    """The CLI's check before a command does any work: under INTERP_CPU_KERNELS=portable, import torch (only then)
+    and check(); a bad INTERP_CPU_KERNELS value fails here too."""
+    if requested() == PORTABLE:
+        import torch  # noqa: F401  (loads the libraries whose settings check() reads back)
+
+        check()
+
+
 def is_portable() -> bool:
-    """Whether portable kernels are asked for (what the dtype choice follows)."""
+    """Whether portable kernels are asked for, or (set by hand) in effect: what the dtype choice follows."""
     try:
-        return requested() == PORTABLE
+        if requested() == PORTABLE:
+            return True
     except InputError:
         return False
+    found = settings()
+    return found is not None and found["mode"] == PORTABLE
+
+
+def portable_label(hw: dict, dtype: object = None) -> bool:
+    """Whether a result computed with recorded hardware `hw` (provenance.hardware()) in `dtype` may be labelled
+    portable: portable kernels in effect, and no 16-bit float on the CPU (bf16 runs on oneDNN kernels that
+    differ by CPU whatever the settings)."""
+    kernels = hw.get("cpu_kernels") if isinstance(hw.get("cpu_kernels"), dict) else {}
+    return kernels.get("mode") == PORTABLE and str(dtype).replace("torch.", "") not in LOW_PRECISION
+
+
+LOW_PRECISION = ("bfloat16", "bf16", "float16", "fp16", "half")
 
 
 __all__ = ["MODE_VAR", "MODES", "PORTABLE_ENV", "PORTABLE_SETTINGS", "requested", "request_from_env", "settings",
-           "check", "mkl_branch", "is_portable"]
+           "check", "check_at_start", "mkl_branch", "is_portable", "portable_label"]

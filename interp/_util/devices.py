@@ -47,16 +47,27 @@ def resolve_device(device: str) -> str:
     return f"cuda:{index}"
 
 
-def model_device(model: Any) -> Any:
-    """Where a model computes: its first weight's torch.device, for a module or anything carrying one as `.model`
-    (a LoadedModel); cpu for a weightless module or an object without one (rows record this as `device`)."""
+def _first_weight(model: Any) -> Any:
+    """The first weight of a module or of anything carrying one as `.model` (a LoadedModel); an empty float32 CPU
+    tensor for a weightless module or an object without one."""
     import torch
     from torch import nn
 
     inner = model if isinstance(model, nn.Module) else getattr(model, "model", None)
     if not isinstance(inner, nn.Module):
-        return torch.device("cpu")
-    return next(inner.parameters(), torch.empty(0)).device
+        return torch.empty(0)
+    return next(inner.parameters(), torch.empty(0))
+
+
+def model_device(model: Any) -> Any:
+    """Where a model computes: its first weight's torch.device (cpu without one; rows record this as `device`)."""
+    return _first_weight(model).device
+
+
+def model_dtype(model: Any) -> Any:
+    """What a model computes in: its first weight's dtype (float32 without one; the hardware label's portability
+    depends on it)."""
+    return _first_weight(model).dtype
 
 
 def to_device(model: Any, device: str) -> Any:

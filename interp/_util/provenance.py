@@ -60,26 +60,26 @@ def cpu_info() -> dict[str, object]:
 
 def hardware() -> dict[str, object]:
     """cpu_info() plus, when torch is already imported (never imported here: start-up stays cheap), its
-    thread count, the CUDA device and the CPU kernels in effect (InputError when INTERP_CPU_KERNELS=portable
-    was asked for and is not what runs)."""
+    thread count, the CUDA device and the CPU kernels in effect (what ran, whatever was asked for: recording
+    never fails; cpu_kernels.check() refuses a wrong setting where work starts)."""
     info = dict(cpu_info())
     torch = sys.modules.get("torch")
     if torch is not None:
         info["torch_threads"] = torch.get_num_threads()
         info["cuda"] = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
-        info["cpu_kernels"] = cpu_kernels.check()  # which ATen / MKL / oneDNN code paths ran (interp._util.cpu_kernels)
+        info["cpu_kernels"] = cpu_kernels.settings()  # which ATen / MKL / oneDNN code paths ran
     return info
 
 
-def hardware_label(device: object = "cpu", hw: dict | None = None) -> str:
+def hardware_label(device: object = "cpu", hw: dict | None = None, dtype: object = None) -> str:
     """One table cell naming what computed a result: the GPU's name when `device` is a CUDA device, else the
-    CPU model, cores and native bf16 ("AMD EPYC (2 cores, bf16 native)"): float results differ between them.
+    CPU model, cores and native bf16 ("AMD EPYC (2 cores, bf16 native)"): float results differ between them;
+    ", portable kernels" when INTERP_CPU_KERNELS=portable was in effect and `dtype` (the forward's) is not 16-bit.
     hw: a recorded hardware() dict (a run's config.json), default this machine's."""
     hw = hardware() if hw is None else hw
     if str(device).startswith("cuda") and hw.get("cuda"):
         return str(hw["cuda"])
-    kernels = hw.get("cpu_kernels") if isinstance(hw.get("cpu_kernels"), dict) else {}
-    portable = ", portable kernels" if kernels.get("mode") == cpu_kernels.PORTABLE else ""
+    portable = ", portable kernels" if cpu_kernels.portable_label(hw, dtype) else ""
     return f"{hw.get('cpu')} ({hw.get('cores')} cores{', bf16 native' if hw.get('bf16_native') else ''}{portable})"
 
 

@@ -121,7 +121,7 @@ def run_pretrained_ablation(cfg: AblationConfig, loaded: Any = None,
     """
     import pandas as pd
 
-    from interp._util.devices import model_device, resolve_device, to_device
+    from interp._util.devices import model_device, model_dtype, resolve_device, to_device
     from interp._util.provenance import hardware_label, versions_string
 
     cfg.validate()
@@ -185,6 +185,7 @@ def run_pretrained_ablation(cfg: AblationConfig, loaded: Any = None,
     df["dtype"] = cfg.dtype
     df["fp32_baseline_loss"] = fp32_baseline if amp is not None else float(baseline.mean())
     ran_on = model_device(loaded)
-    df["device"], df["hardware"] = str(ran_on), hardware_label(ran_on)
+    forward_dtype = amp if amp is not None else model_dtype(loaded)
+    df["device"], df["hardware"] = str(ran_on), hardware_label(ran_on, dtype=forward_dtype)
     df["packages"] = versions_string()
     return df.reindex(columns=list(COLUMNS))

@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     debug = debug_requested(argv)
     command = " ".join(["interp", *(str(getattr(args, k)) for k in ("command",) if getattr(args, k, None))])
     try:
-        cpu_kernels.requested()  # a bad INTERP_CPU_KERNELS fails before the command does anything
+        cpu_kernels.check_at_start()  # a bad or ineffective INTERP_CPU_KERNELS fails before the command does anything
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
         print(f"{command}: interrupted", file=sys.stderr)

@@ -169,16 +169,19 @@ class NoveltyAccumulator:
         """Fold per-token values of one metric of one layer into the running statistics."""
         if metric not in self.moments:
             raise ValueError(f"metric {metric!r} is not tracked here; tracked: {list(self.metrics)}")
+        if values.dim() != 2 or (self._mask is not None and values.shape != self._mask.shape):
+            raise ValueError(f"{metric} of layer {layer}: values must be [batch, pos] like the batch's mask "
+                             f"{tuple(self._mask.shape) if self._mask is not None else ''}, got {tuple(values.shape)}: "
+                             "each row is one sequence, the unit of the CI")
         if (layer, metric) in self._done:
             raise RuntimeError(f"{metric} of layer {layer} was fed twice in one batch: a site's hook fired "
                                "twice (is the model wrapped twice, or are hooks left from an earlier run?)")
         selected = values[self._mask] if self._mask is not None else values.reshape(-1)
         self.moments[metric].update(selected, channel=layer)
         self.hists[metric].update(selected, channel=layer)
-        rows = values if values.dim() == 2 else values.reshape(1, -1)  # one row per sequence
-        valid = torch.isfinite(rows) if self._mask is None else (self._mask.reshape(rows.shape) & torch.isfinite(rows))
-        sums = torch.where(valid, rows.to(torch.float64), torch.zeros((), dtype=torch.float64, device=rows.device))
-        self.clustered[metric].update(sums.sum(-1), valid.sum(-1), channel=layer)
+        valid = torch.isfinite(values) if self._mask is None else (self._mask & torch.isfinite(values))
+        sums = torch.where(valid, values.to(torch.float64), torch.zeros((), dtype=torch.float64, device=values.device))
+        self.clustered[metric].update(sums.sum(-1), valid.sum(-1), channel=layer)  # one (sum, count) per sequence
         self._done.add((layer, metric))
 
     def end_batch(self) -> None:

@@ -96,6 +96,9 @@ PROBE_DEFAULTS = {"tokens": 2048, "seq_len": 256}
 # ProbeConfig fields added after batch tables were first written: they enter the settings hash only when
 # set, so the parts of earlier tables keep their keys (and are still skipped).
 LATER_SETTINGS = {"reference": "raw", "exclude_massive_dims": None, "causal": False, "device": "cpu"}
+# Columns whose absence marks a part written before its rows' numbers changed meaning: ci_method came with the
+# sequence-level CIs (2026-12-03; before, ci_low/ci_high and sem were per-token). Such a part is recomputed.
+PART_FORMAT = ("ci_method",)
 
 
 def default_probe_config() -> ProbeConfig:
@@ -211,6 +214,14 @@ def parts_dir(out: str | Path) -> Path:
 
 def _failed_part(parts: Path, path: Path) -> Path:
     return parts / f"{FAILED_PREFIX}{hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:16]}.parquet"
+
+
+def _current(part: Path) -> bool:
+    """Whether a part has every column of today's probe rows that changes what its numbers mean (PART_FORMAT):
+    an older part is probed again and replaced under the same key, so one table never mixes the two."""
+    import pyarrow.parquet as pq
+
+    return set(PART_FORMAT) <= set(pq.read_schema(part).names)
 
 
 def _write_parquet_atomic(df: pd.DataFrame, path: Path) -> None:
@@ -452,7 +463,7 @@ class BatchRunner:
                     definition = definition_sha256(target)
                     key = part_key(weights, settings, definition)
                     part = self.parts / f"{key}.parquet"
-                    if part.is_file():
+                    if part.is_file() and _current(part):
                         result.skipped.append(str(target.path))
                     else:
                         rows = self._analyse(target, key, weights, settings, tokenizer)

@@ -21,7 +21,7 @@ from interp.probes.config import ProbeConfig, exclusion_request, sequence_plan, 
 from interp.probes.expand import ref_weights_sha256
 from interp.probes.massive import _residual_abs_mean
 from interp.probes.metrics import COMPUTE_DTYPES
-from interp._util.devices import model_device, resolve_device, to_device
+from interp._util.devices import model_device, model_dtype, resolve_device, to_device
 from interp._util.errors import InputError
 from interp._util.provenance import hardware_label
 from interp.probes.model_kinds import _model_label, _vocab_size
@@ -61,7 +61,7 @@ def accumulate(model: Any, batches: Iterable[Tensor | dict], backend: str = "tor
     device = model_device(model)
     meta: dict[str, Any] = {"backend": backend, "mlp_out_site": plan.mlp_out_site, "hook_sites": plan.hook_sites,
                             "dtype": dtype, "positions": positions, "eps": eps, "device": str(device),
-                            "hardware": hardware_label(device)}
+                            "hardware": hardware_label(device, dtype=model_dtype(model))}
     if reference != "raw":
         meta["reference_mode"] = reference
     dims = given_dims

@@ -13,7 +13,8 @@ if TYPE_CHECKING:
     import pandas as pd
 
 TABLE_COLUMNS = ("model", "checkpoint", "layer", "n_layers", "depth", "metric", "mean", "std", "sem", "sem_tokens",
-                 "ci_low", "ci_high", "ci_method", *QUANTILE_COLUMNS, "n_tokens", "n_sequences", "n_nonfinite", "reference", "mlp_out_site", "hook_sites",
+                 "ci_low", "ci_high", "ci_method", *QUANTILE_COLUMNS, "n_tokens", "n_sequences", "n_nonfinite",
+                 "reference", "mlp_out_site", "hook_sites",
                  "positions", "seq_len", "prepend_bos", "text_source", "text_sha256", "weights_sha256", "tokenizer",
                  "dtype", "eps", "backend", "device", "hardware")
 

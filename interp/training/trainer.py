@@ -38,6 +38,7 @@ import torch.distributed as tdist
 from jaxtyping import Int
 from torch import Tensor
 
+from interp._util import cpu_kernels
 from interp._util.dist import Distributed
 from interp._util.errors import InputError
 from interp._util.io import (LockHeld, atomic_write, exclusive_lock, file_sha256, read_json, remove_stale_temps,
@@ -58,6 +59,13 @@ def check_model(cfg: TrainConfig) -> None:
     It uses cfg.vocab_size; the run uses the tokenizer's actual vocabulary, which no shape check depends on."""
     with torch.device("meta"):
         TaperedLM(cfg.model_config(cfg.vocab_size))
+
+
+def _kernel_mode(config: dict) -> str:
+    """The CPU kernel mode a run config's provenance records (runs saved before it was recorded: native)."""
+    hw = (config.get("provenance") or {}).get("hardware") or {}
+    kernels = hw.get("cpu_kernels") if isinstance(hw, dict) else None
+    return kernels.get("mode", cpu_kernels.NATIVE) if isinstance(kernels, dict) else cpu_kernels.NATIVE
 
 
 def _read_run_json(path: Path, fix: str) -> dict | None:
@@ -199,6 +207,7 @@ class Trainer:
         self._host: TaperedLM | None = None  # FSDP: rank 0's CPU copy of the full weights, refilled per save
         self.generator = torch.Generator().manual_seed(cfg.seed + 1)  # the data stream; CPU like the memmaps
         self.train_flops = training_flops_per_token(self.model_cfg, cfg.n_ctx)
+        cpu_kernels.check()  # INTERP_CPU_KERNELS=portable must be in effect before a step is trained
         self.run_config = {"train": cfg.to_dict(), "model": self.model_cfg.to_dict(), "widths": self.model_cfg.d_mlp,
                            "label": cfg.width.label, "data": self.data.meta, "params": param_counts(self.model_cfg),
                            "flops_per_token": flops_per_token(self.model_cfg, cfg.n_ctx), "provenance": provenance()}
@@ -221,6 +230,13 @@ class Trainer:
             raise ValueError(f"{self.out / CONFIG_FILE}: field data.{changed[0]} differs from the data this resume "
                              "would train on (the corpus or tokenizer changed); resume with the original "
                              "data, or start a new run in another --out")
+        was, now = _kernel_mode(stored), _kernel_mode({"provenance": provenance()})
+        if was != now:
+            raise InputError(f"field provenance.hardware.cpu_kernels: this run was trained with {was} CPU kernels and "
+                             f"this resume would continue with {now} ones: mixed kernels would make it neither. Resume "
+                             f"with the same {cpu_kernels.MODE_VAR} ({was}: "
+                             f"{'set it to portable' if was == 'portable' else 'unset it'}), or start a new run",
+                             path=self.out / CONFIG_FILE)
         if self.sharded:
             sharded.load(self.out, state, self.model, self.optimizer, self.dist)
         else:
