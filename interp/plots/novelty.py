@@ -123,7 +123,7 @@ def plot_novelty(df: pd.DataFrame, metrics: Sequence[str] = ("rho_mlp", "rho_blo
             ax_depth.set_xlabel("normalised depth l / (L - 1)")
     tokens = _token_note(df)
     fig.suptitle((title or "Layer-wise novelty") + (f" ({tokens})" if tokens else "")
-                 + f"\nshaded: 95% CI of the mean over tokens; {PAPER_NOTE}", fontsize=10.5)
+                 + f"\nshaded: 95% CI of the mean, sequences as the units; {PAPER_NOTE}", fontsize=10.5)
     return fig
 
 
