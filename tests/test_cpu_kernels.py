@@ -142,8 +142,46 @@ def test_benchmark_comparison_rows():
     rows = {r["op"]: r for r in comparison_rows(mine, "this CPU", stored)}
     assert rows["linear"]["native = other CPU?"] == "differs" and rows["linear"]["portable = other CPU?"] == "same"
     assert rows["softmax"]["native = other CPU?"] == "same"
-    assert rows["training run (final weights)"]["portable = other CPU?"] == "same"
-    assert rows["training run (final weights)"]["native (this CPU)"] == "native-w"
+    assert rows["training run: final weights"]["portable = other CPU?"] == "same"
+    assert rows["training run: final weights"]["native (this CPU)"] == "native-w"
+
+
+def test_cpu_kernels_trace_changes_no_bit_and_records_every_stage(tmp_path):
+    """The traced run (bench_cpu_kernels.TracingTrainer) ends with the same weights as an untraced one, and its
+    trace holds every stage, the first gradients per parameter and one loss per step."""
+    from benchmarks import bench_cpu_kernels as b
+    from interp.training import train
+
+    traced = b.TracingTrainer(b.train_config("micro", 3, tmp_path / "traced"))
+    result = traced.run()
+    plain = train(b.train_config("micro", 3, tmp_path / "plain"))
+    assert result["weights_sha256"] == plain["weights_sha256"]
+    trace = traced.trace
+    assert set(b.TRACE_STAGES) <= trace.keys() and len(trace["loss"]) == len(trace["grad_norm"]) == 3
+    assert float.fromhex(trace["loss"][-1]) == pytest.approx(plain["train_loss"], rel=1e-6)
+    assert "blocks.0.mlp.W_in" in trace["first grads"] or len(trace["first grads"]) > 5
+    assert trace["init weights"] != trace["weights after step 1"]
+
+
+def test_cpu_kernels_divergence_names_the_first_differing_stage_step_and_parameters():
+    from benchmarks import bench_cpu_kernels as b
+
+    def record(logits="L", grads=None, losses=("a", "b", "c")):
+        trace = {"init weights": "I", "first batch": "B", "first logits": logits,
+                 "first grads": grads or {"w1": "g1", "w2": "g2"}, "weights after step 1": "W",
+                 "loss": list(losses), "grad_norm": ["n"] * len(losses)}
+        return {"ops": {"linear": "x"}, "train": {"trace": trace, "weights_sha256": "F"}}
+
+    assert b.divergence(record(), record()) == "every traced stage and every step's loss and grad norm agree"
+    text = b.divergence(record(), record(logits="X", grads={"w1": "g1", "w2": "other"}, losses=("a", "z", "c")))
+    assert "first differing stage: first logits" in text and "differ in 1 of 2 parameters (w2)" in text
+    assert "first step whose loss differs: 2" in text and "whose grad norm differs: none" in text
+    assert b.divergence(record(), {"train": {"weights_sha256": "F"}}) == ""  # a record made before tracing
+    row = {r["op"]: r for r in b.comparison_rows({"native": record(), "portable": record(logits="P")}, "here",
+                                                 {"there": {"native": record(logits="X")}})}
+    assert row["training run: first logits"]["native = there?"] == "differs"
+    assert row["training run: first batch"]["native = there?"] == "same"
+    assert row["training run: first logits"]["portable = there?"] == ""  # the other kind has no portable record
 
 
 def test_the_portable_label_needs_portable_kernels_and_no_16_bit_forward():

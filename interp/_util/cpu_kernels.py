@@ -11,9 +11,10 @@ Why: the same fp32 training run differs by ~1.4% in perplexity between this proj
 
 `INTERP_CPU_KERNELS=portable` (in the environment before Python starts; `import interp` then sets the three
 variables, before torch reads them) pins ATen and oneDNN to AVX2 and MKL to COMPATIBLE. It costs speed (MKL's
-COMPATIBLE GEMMs are ~2x slower here: benchmarks/RESULTS.md, bench_cpu_kernels) and rules out bf16 on the CPU,
+COMPATIBLE GEMMs are ~2-3x slower: benchmarks/RESULTS.md, bench_cpu_kernels) and rules out bf16 on the CPU,
 whose kernels differ by CPU whatever the settings. Whether it makes Intel and AMD agree bit for bit is measured,
-per op, by bench_cpu_kernels on each CPU kind (benchmarks/cpu_fingerprints.json), not assumed.
+per op, by bench_cpu_kernels on each CPU kind (benchmarks/cpu_fingerprints.json), not assumed: every fingerprinted
+op agrees, a 20-step training run does not yet (docs/cpu-kernels.md).
 
 Every result records what ran: `settings()` (in provenance.hardware()["cpu_kernels"]) reads back ATen's capability
 and MKL's branch from the running libraries; oneDNN's limit can only be read from the environment."""
