@@ -8,6 +8,12 @@ its own wsd schedule, tested). The check the issue asks for: one pair (seed 0, l
 length with its own cosine schedule, the schedule every other experiment here uses, and the table says whether
 the ordering and the size of the gain agree with the branch at that length.
 
+The arms (Config.arms, default wider-early and wider-late: the group ablation's profiles) ask the same of
+claim 1: does wider-late's penalty, and wider-early's gain, grow or shrink with training? They are paired by
+seed with the same uniform runs. Runs trained in another session keep their committed rows (Config.keep: a
+recompute rebuilds the rows of the run directories under root and keeps the stored rows of every other run),
+so the arms can be trained beside committed uniform and taper runs whose directories are not on this machine.
+
     interp figures --only gain_vs_tokens --recompute            # HEAVY: both block styles, one after the other
 
 The two block styles are separate experiments (runs/gain-vs-tokens-<arch>/<variant>/seed<k>/), each trained on one
@@ -44,13 +50,17 @@ from analyses.group_ablation import ROOT_HELP, experiment_files
 from interp._util.config import option
 
 NAME = "gain_vs_tokens"
-HEAVY = True  # 20 runs of 2.1M tokens each plus a check pair (two 1-thread processes: ~3 h on 2 cores)
+HEAVY = True  # 40 runs of 2.1M tokens each (20 of them the arms) plus a check pair (~6 h on 2 cores)
 TABLE, RUNS_TABLE, FIGURE = experiment_files(NAME)
 CURVES_TABLE = f"{NAME}_curves.csv"
 TREND_TABLE = f"{NAME}_trend.csv"
 OUTPUTS = outputs(TABLE, RUNS_TABLE, CURVES_TABLE, TREND_TABLE, FIGURE)
 ARCHS = ("llama", "gpt2")
 BASELINE, TAPER = "uniform", "cosine-1.5-0.5"
+ARMS = ("wider-early", "wider-late")
+VARIANT_ORDER = (BASELINE, TAPER, "wider-early", "wider-middle", "wider-late")  # rows of every table in this order
+RUN_KEY = ["arch", "lr_schedule", "variant", "seed", "kind", "steps"]  # one row of RUNS_TABLE
+CURVE_KEY = ["arch", "variant", "seed"]  # one run's rows of CURVES_TABLE
 
 
 @dataclass
@@ -61,6 +71,7 @@ class Config:
     lengths: tuple[int, ...] = option((256, 512, 768, 1024), "training lengths in steps of 2,048 tokens; the "
                                       "longest is the run, the others cooldown branches")
     cooldown_fraction: float = option(0.2, "share of each length spent cooling down (Hagele et al.: 20%)")
+    n_layers: int | None = option(None, "layers; None = the preset's (tiny: 6). The arms' thirds need at least 3")
     d_model: int = option(128, "residual width (smaller than tiny's 256, so the study fits the CPU)")
     n_heads: int = option(4, "attention heads")
     d_ff: int = option(512, "mean MLP width")
@@ -72,6 +83,10 @@ class Config:
     eval_interval: int = option(128, "steps between validation passes of the main run (the loss curves)")
     check_steps: int = option(512, "length of the own-schedule (cosine) check pair; 0 skips it")
     check_arch: str = option("llama", "block style of the check pair")
+    arms: tuple[str, ...] = option(ARMS, "layer-group profiles trained beside uniform and the taper (interp.schedules."
+                                   "PROFILES; the issue's arms): does the wider-late penalty grow with training?")
+    keep: bool = option(True, "keep the stored rows (figures/gain_vs_tokens_runs.csv, _curves.csv) of runs whose "
+                              "directories are not under root, so a recompute of some runs keeps the others")
     root: str = option("runs", ROOT_HELP)
 
 
@@ -84,8 +99,8 @@ def experiment(cfg: Config, arch: str):
                      dtype=cfg.dtype, threads=cfg.threads, steps=lengths[-1], lr_schedule="wsd",
                      cooldown_fraction=cfg.cooldown_fraction, cooldowns=tuple(lengths[:-1]),
                      eval_batches=cfg.eval_batches, eval_interval=cfg.eval_interval, ckpt_interval=cfg.eval_interval,
-                     log_interval=16)
-    return Experiment(name=f"gain-vs-tokens-{arch}", preset=cfg.preset, variants=_variants(),
+                     log_interval=16) | ({} if cfg.n_layers is None else {"n_layers": cfg.n_layers})
+    return Experiment(name=f"gain-vs-tokens-{arch}", preset=cfg.preset, variants=_variants(cfg.arms),
                       seeds=list(range(cfg.seeds)), root=resolve_root(cfg.root), overrides=overrides)
 
 
@@ -99,10 +114,14 @@ def check_experiment(cfg: Config):
                       root=base.root, overrides={**overrides, "steps": cfg.check_steps})
 
 
-def _variants():
-    from interp.training.experiments import Variant
+def _variants(arms: tuple[str, ...] = ()):
+    """uniform, the taper, then the group profiles named in `arms` (those of interp.training.experiments'
+    group ablation, so a run here and there differ only in shape and training length)."""
+    from interp.training.experiments import Variant, group_variants, select_variants
 
-    return [Variant(BASELINE), Variant(TAPER, {"schedule": "cosine", "start": 1.5, "end": 0.5})]
+    profiles = [v for v in group_variants() if v.name != BASELINE]
+    groups = select_variants(profiles, arms, "gain_vs_tokens.Config.arms") if arms else []
+    return [Variant(BASELINE), Variant(TAPER, {"schedule": "cosine", "start": 1.5, "end": 0.5}), *groups]
 
 
 def length_runs(exp, arch: str, schedule: str) -> pd.DataFrame:
@@ -145,7 +164,7 @@ def summarize_lengths(runs: pd.DataFrame) -> pd.DataFrame:
 
     parts = []
     for (arch, schedule, steps), g in runs.groupby(["arch", "lr_schedule", "steps"], sort=True):
-        s = summarize(g, order=[BASELINE, TAPER])
+        s = summarize(g, order=VARIANT_ORDER)
         parts.append(s.assign(arch=arch, lr_schedule=schedule, steps=steps, tokens=int(g["tokens"].iloc[0]),
                               multi_epoch=False))
     if not parts:
@@ -156,10 +175,11 @@ def summarize_lengths(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def trend(runs: pd.DataFrame) -> pd.DataFrame:
-    """The answer to the question, per block style: per seed, the least-squares slope of the taper's % change vs
-    uniform against log2(tokens) over the wsd lengths (percentage points per doubling of training), and the
-    change from the shortest to the longest length; mean and 95% t-CI over the seeds that finished every length.
-    A negative slope means the gain grows with training (the change becomes more negative)."""
+    """The answer to the question, per block style and variant (the taper and each arm, against uniform): per
+    seed, the least-squares slope of its % change vs uniform against log2(tokens) over the wsd lengths
+    (percentage points per doubling of training), and the change from the shortest to the longest length; mean
+    and 95% t-CI over the seeds that finished every length. A negative slope means the change becomes more
+    negative with training: a gain that grows, or a penalty that shrinks."""
     import numpy as np
 
     from interp.stats import mean_ci
@@ -168,21 +188,49 @@ def trend(runs: pd.DataFrame) -> pd.DataFrame:
     done = runs[(runs["status"] == "done") & (runs["lr_schedule"] == "wsd")]
     for arch, g in done.groupby("arch", sort=True):
         wide = g.pivot_table(index=["seed", "tokens"], columns="variant", values="val_ppl")
-        if not {BASELINE, TAPER} <= set(wide.columns):
-            continue
-        rel = (100.0 * (wide[TAPER] / wide[BASELINE] - 1.0)).dropna().unstack("tokens")
-        rel = rel.dropna()  # seeds with every length
-        if rel.empty or rel.shape[1] < 2:
-            continue
-        x = np.log2(rel.columns.to_numpy(dtype=float))
-        slopes = [float(np.polyfit(x, row.to_numpy(dtype=float), 1)[0]) for _, row in rel.iterrows()]
-        change = rel.iloc[:, -1] - rel.iloc[:, 0]
-        row = {"arch": arch, "n_seeds": len(rel), "seeds": ",".join(map(str, rel.index)),
-               "tokens": "/".join(str(int(t)) for t in rel.columns)}
-        for name, values in (("slope_pct_per_doubling", slopes), ("last_minus_first_pct", change)):
-            row[f"{name}_mean"], row[f"{name}_ci_low"], row[f"{name}_ci_high"] = mean_ci(pd.Series(values))
-        rows.append(row)
+        for variant in [v for v in VARIANT_ORDER if v != BASELINE and v in wide.columns and BASELINE in wide.columns]:
+            rel = (100.0 * (wide[variant] / wide[BASELINE] - 1.0)).dropna().unstack("tokens")
+            rel = rel.dropna()  # seeds with every length
+            if rel.empty or rel.shape[1] < 2:
+                continue
+            x = np.log2(rel.columns.to_numpy(dtype=float))
+            slopes = [float(np.polyfit(x, row.to_numpy(dtype=float), 1)[0]) for _, row in rel.iterrows()]
+            change = rel.iloc[:, -1] - rel.iloc[:, 0]
+            row = {"arch": arch, "variant": variant, "n_seeds": len(rel), "seeds": ",".join(map(str, rel.index)),
+                   "tokens": "/".join(str(int(t)) for t in rel.columns)}
+            for name, values in (("slope_pct_per_doubling", slopes), ("last_minus_first_pct", change)):
+                row[f"{name}_mean"], row[f"{name}_ci_low"], row[f"{name}_ci_high"] = mean_ci(pd.Series(values))
+            rows.append(row)
     return pd.DataFrame(rows)
+
+
+def with_stored(rebuilt: pd.DataFrame, stored_path: Path, key: list[str], what: str) -> pd.DataFrame:
+    """`rebuilt` plus the rows of the stored table at stored_path whose `key` it lacks: the runs trained
+    elsewhere (their directories are gitignored, their rows committed), so recomputing some runs keeps the
+    rest. A rebuilt row replaces the stored row with its key."""
+    if not stored_path.is_file():
+        return rebuilt
+    stored = pd.read_csv(stored_path)
+    missing = [k for k in key if k not in stored.columns]
+    if missing:
+        raise ValueError(f"{stored_path}: field {missing[0]} missing, so its rows cannot be matched to runs "
+                         f"(restore it with `git checkout {stored_path.name}`, or recompute with --set keep=false)")
+    have = (set(map(tuple, rebuilt[key].astype(str).to_numpy())) if len(rebuilt) and set(key) <= set(rebuilt)
+            else set())
+    kept = stored[[tuple(r) not in have for r in stored[key].astype(str).to_numpy()]]
+    if len(kept):
+        runs = kept.drop_duplicates(CURVE_KEY)
+        print(f"[{NAME}] kept {len(kept)} stored {what} row(s) of {len(runs)} run(s) not under this root "
+              f"({stored_path.name}; --set keep=false drops them)", flush=True)
+    frames = [f for f in (rebuilt, kept) if len(f)]
+    return pd.concat(frames, ignore_index=True) if frames else rebuilt
+
+
+def _in_order(df: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+    """Rows sorted by `by`, variants in VARIANT_ORDER (others after them)."""
+    rank = {v: i for i, v in enumerate(VARIANT_ORDER)}
+    return df.sort_values(by, key=lambda c: c.map(rank).fillna(len(rank)) if c.name == "variant" else c,
+                          kind="stable").reset_index(drop=True)
 
 
 def curves(exp, arch: str) -> pd.DataFrame:
@@ -228,13 +276,17 @@ def compute(cfg: Config, figures_dir: Path, data=None, train: bool = True) -> pd
     check = check_experiment(cfg)
     if cfg.check_steps and check.dir.is_dir():
         runs.append(length_runs(check, cfg.check_arch, "cosine"))
-    if not runs:
+    runs = pd.concat(runs, ignore_index=True) if runs else pd.DataFrame(columns=RUN_KEY)
+    curve = pd.concat(curve_parts, ignore_index=True) if curve_parts else curves(check, cfg.check_arch)
+    if cfg.keep:
+        runs = with_stored(runs, Path(figures_dir) / RUNS_TABLE, RUN_KEY, "run")
+        curve = with_stored(curve, Path(figures_dir) / CURVES_TABLE, CURVE_KEY, "loss-curve")
+    if not len(runs):
         raise FileNotFoundError(f"no gain-vs-tokens runs under {resolve_root(cfg.root)}: train them first "
                                 "(gain_vs_tokens.compute with train=True)")
-    runs = pd.concat(runs, ignore_index=True)
+    runs = _in_order(runs.astype({"seed": "Int64", "steps": "Int64"}), ["arch", "lr_schedule", "variant", "seed"])
     summary = summarize_lengths(runs)
-    write_table(pd.concat(curve_parts, ignore_index=True) if curve_parts else curves(check, cfg.check_arch),
-                figures_dir, CURVES_TABLE, cfg, NAME)
+    write_table(_in_order(curve, ["arch", "variant", "seed"]), figures_dir, CURVES_TABLE, cfg, NAME)
     write_table(runs, figures_dir, RUNS_TABLE, cfg, NAME)
     write_table(trend(runs), figures_dir, TREND_TABLE, cfg, NAME)
     write_table(summary, figures_dir, TABLE, cfg, NAME)

@@ -65,7 +65,8 @@ def _default_probe() -> ProbeConfig:
 class Config:
     root: str = option("runs", "run root: where the gain-vs-tokens runs are (it replaces gain.root) and where the "
                        "probe's parts and held-out texts are kept, under ROOT/novelty-block-styles/")
-    gain: gvt.Config = field(default_factory=gvt.Config)  # the study whose runs are probed (gvt.experiment)
+    # the study whose runs are probed (gvt.experiment): uniform and the taper, the two its table compares
+    gain: gvt.Config = field(default_factory=lambda: gvt.Config(arms=()))
     length: int = option(0, "which checkpoint: 0 = each main run's final (the longest length); one of "
                          "gain.lengths = that cooldown branch")
     probe: ProbeConfig = field(default_factory=_default_probe)  # text None = each run's own source, val split

@@ -21,7 +21,7 @@ SEQ_LEN, TOKENS = 32, 128  # the micro preset's n_ctx; 4 sequences per checkpoin
 
 def micro_config(corpus, root) -> nbs.Config:
     gain = gvt.Config(preset="micro", seeds=2, lengths=(4, 8), d_model=32, n_heads=2, d_ff=64, source=str(corpus),
-                      eval_batches=2, eval_interval=4, check_steps=0, root=str(root))
+                      eval_batches=2, eval_interval=4, check_steps=0, arms=(), root=str(root))
     probe = ProbeConfig(tokens=TOKENS, seq_len=SEQ_LEN, batch_size=4, backend="hookpoints", metrics=nbs.METRICS,
                         reference="normed")
     return nbs.Config(root=str(root), gain=gain, probe=probe)
