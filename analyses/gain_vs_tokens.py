@@ -204,24 +204,32 @@ def trend(runs: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def with_stored(rebuilt: pd.DataFrame, stored_path: Path, key: list[str], what: str) -> pd.DataFrame:
-    """`rebuilt` plus the rows of the stored table at stored_path whose `key` it lacks: the runs trained
-    elsewhere (their directories are gitignored, their rows committed), so recomputing some runs keeps the
-    rest. A rebuilt row replaces the stored row with its key."""
-    if not stored_path.is_file():
-        return rebuilt
-    stored = pd.read_csv(stored_path)
+def stored_rows(path: Path, key: list[str]) -> pd.DataFrame | None:
+    """The stored table at `path` (None when there is none), checked for the columns that match its rows to
+    runs: read before any training, so a damaged table fails at once, not after hours of runs."""
+    if not path.is_file():
+        return None
+    stored = pd.read_csv(path)
     missing = [k for k in key if k not in stored.columns]
     if missing:
-        raise ValueError(f"{stored_path}: field {missing[0]} missing, so its rows cannot be matched to runs "
-                         f"(restore it with `git checkout {stored_path.name}`, or recompute with --set keep=false)")
+        raise ValueError(f"{path}: field {missing[0]} missing, so its rows cannot be matched to runs "
+                         f"(restore it with `git checkout {path.name}`, or recompute with --set keep=false)")
+    return stored
+
+
+def with_stored(rebuilt: pd.DataFrame, stored: pd.DataFrame | None, key: list[str], what: str) -> pd.DataFrame:
+    """`rebuilt` plus the rows of the `stored` table whose `key` it lacks: the runs trained elsewhere (their
+    directories are gitignored, their rows committed), so recomputing some runs keeps the rest. A rebuilt row
+    replaces the stored row with its key."""
+    if stored is None:
+        return rebuilt
     have = (set(map(tuple, rebuilt[key].astype(str).to_numpy())) if len(rebuilt) and set(key) <= set(rebuilt)
             else set())
     kept = stored[[tuple(r) not in have for r in stored[key].astype(str).to_numpy()]]
     if len(kept):
         runs = kept.drop_duplicates(CURVE_KEY)
         print(f"[{NAME}] kept {len(kept)} stored {what} row(s) of {len(runs)} run(s) not under this root "
-              f"({stored_path.name}; --set keep=false drops them)", flush=True)
+              f"(--set keep=false drops them)", flush=True)
     frames = [f for f in (rebuilt, kept) if len(f)]
     return pd.concat(frames, ignore_index=True) if frames else rebuilt
 
@@ -261,6 +269,9 @@ def compute(cfg: Config, figures_dir: Path, data=None, train: bool = True) -> pd
     unknown = sorted(set(cfg.archs) - set(ARCHS))
     if unknown:
         raise ValueError(f"gain_vs_tokens.Config.archs: unknown block styles {unknown}; use {list(ARCHS)}")
+    figures_dir = Path(figures_dir)
+    stored = ((stored_rows(figures_dir / RUNS_TABLE, RUN_KEY), stored_rows(figures_dir / CURVES_TABLE, CURVE_KEY))
+              if cfg.keep else (None, None))
     failed = []
     if train:  # the check pair first: two short runs, so the schedule check is there early
         checks = [check_experiment(cfg)] if cfg.check_steps and cfg.check_arch in cfg.archs else []
@@ -278,9 +289,8 @@ def compute(cfg: Config, figures_dir: Path, data=None, train: bool = True) -> pd
         runs.append(length_runs(check, cfg.check_arch, "cosine"))
     runs = pd.concat(runs, ignore_index=True) if runs else pd.DataFrame(columns=RUN_KEY)
     curve = pd.concat(curve_parts, ignore_index=True) if curve_parts else curves(check, cfg.check_arch)
-    if cfg.keep:
-        runs = with_stored(runs, Path(figures_dir) / RUNS_TABLE, RUN_KEY, "run")
-        curve = with_stored(curve, Path(figures_dir) / CURVES_TABLE, CURVE_KEY, "loss-curve")
+    runs = with_stored(runs, stored[0], RUN_KEY, f"{RUNS_TABLE} run")
+    curve = with_stored(curve, stored[1], CURVE_KEY, f"{CURVES_TABLE} loss-curve")
     if not len(runs):
         raise FileNotFoundError(f"no gain-vs-tokens runs under {resolve_root(cfg.root)}: train them first "
                                 "(gain_vs_tokens.compute with train=True)")
