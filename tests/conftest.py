@@ -25,6 +25,26 @@ from tests import factories  # noqa: E402
 torch.set_num_threads(1)
 
 
+KERNEL_VARIABLES = ("INTERP_CPU_KERNELS", "ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "MKL_CBWR", "MKL_DEBUG_CPU_TYPE")
+
+
+@pytest.fixture(autouse=True)
+def kernel_variables_unchanged(request):
+    """Fail a test that leaves a CPU-kernel variable (interp._util.cpu_kernels) other than it found it: the
+    children that later tests spawn would pick other kernels than the pytest process and compute other bits
+    (a leak of ATEN_CPU_CAPABILITY once broke tests/test_workers.py's jobs=1 vs jobs=2 equality, in order)."""
+    before = {k: os.environ.get(k) for k in KERNEL_VARIABLES}
+    yield
+    after = {k: os.environ.get(k) for k in KERNEL_VARIABLES}
+    changed = {k: (before[k], after[k]) for k in KERNEL_VARIABLES if before[k] != after[k]}
+    for key, (value, _) in changed.items():  # restore, so one leak fails one test, not every later one
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+    assert not changed, f"{request.node.nodeid} changed CPU-kernel variables (before, after): {changed}"
+
+
 @pytest.fixture(scope="module")
 def one_thread():
     """One intra-op thread for a module of tiny-input tests, even after a test raised it; restored after."""

@@ -63,8 +63,9 @@ def test_requested_mode_and_its_errors(monkeypatch):
 
 
 def test_request_sets_only_unset_variables(monkeypatch):
-    for key in cpu_kernels.PORTABLE_ENV:
-        monkeypatch.delenv(key, raising=False)
+    for key in cpu_kernels.PORTABLE_ENV:  # setenv first: monkeypatch then restores the variable (or its absence);
+        monkeypatch.setenv(key, "")       # a bare delenv of an unset one records nothing, and what
+        monkeypatch.delenv(key)           # request_from_env() sets would leak into every later test's children
     monkeypatch.setenv("MKL_CBWR", "AVX2")
     monkeypatch.setenv(cpu_kernels.MODE_VAR, "native")
     cpu_kernels.request_from_env()
