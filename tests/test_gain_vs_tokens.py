@@ -70,7 +70,7 @@ def test_compute_tables_and_render(env, tmp_path):
     again = gvt.compute(cfg, figures, data=env[2], train=False)
     pd.testing.assert_frame_equal(again, summary)
     # runs whose directories are elsewhere (gitignored, trained in another session) keep their stored rows: the
-    # same tables from an empty root, and nothing without the stored tables (keep=false)
+    # same tables from an empty root, and nothing without the stored tables (keep=False)
     elsewhere = dataclasses.replace(cfg, root=str(tmp_path / "empty"))
     kept = gvt.compute(elsewhere, figures, train=False)
     pd.testing.assert_frame_equal(kept, summary)
