@@ -126,7 +126,7 @@ def compute(cfg: Config, figures_dir: Path) -> None:
         kept = kept_rows(pd.read_csv(stored_path), table)
         if len(kept):
             print(f"[{NAME}] kept the stored rows of {', '.join(dict.fromkeys(kept['model']))} (not evaluated "
-                  f"this time; downstream.Config(keep=False) drops them)", flush=True)
+                  f"this time; --set keep=false drops them)", flush=True)
             table = pd.concat([kept.reindex(columns=list(COLUMNS)), table], ignore_index=True)
     write_table(table, figures_dir, TABLE, cfg, NAME)
 

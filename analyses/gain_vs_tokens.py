@@ -213,7 +213,7 @@ def stored_rows(path: Path, key: list[str]) -> pd.DataFrame | None:
     missing = [k for k in key if k not in stored.columns]
     if missing:
         raise ValueError(f"{path}: field {missing[0]} missing, so its rows cannot be matched to runs (restore "
-                         f"it with `git checkout {path.name}`, or recompute with gain_vs_tokens.Config(keep=False))")
+                         f"it with `git checkout {path.name}`, or recompute with --set keep=false)")
     return stored
 
 
@@ -229,7 +229,7 @@ def with_stored(rebuilt: pd.DataFrame, stored: pd.DataFrame | None, key: list[st
     if len(kept):
         runs = kept.drop_duplicates(CURVE_KEY)
         print(f"[{NAME}] kept {len(kept)} stored {what} row(s) of {len(runs)} run(s) not under this root "
-              f"(gain_vs_tokens.Config(keep=False) drops them)", flush=True)
+              f"(--set keep=false drops them)", flush=True)
     frames = [f for f in (rebuilt, kept) if len(f)]
     return pd.concat(frames, ignore_index=True) if frames else rebuilt
 

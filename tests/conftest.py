@@ -6,8 +6,17 @@ environment or a scope: factory fixtures rooted at the test's tmp_path, the Smol
 per session) and private INTERP_CACHE_DIRs.
 """
 
+import atexit
 import os
+import shutil
+import tempfile
 
+# torch.compile's kernels are cached under /tmp/torchinductor_<user> by default, shared by every process on the
+# machine: a kernel compiled there by another checkout or an earlier run (once, under other CPU-kernel variables)
+# aborted test_fsdp's compiled test. The tests compile into their own folder, removed at exit.
+if "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="interp-tests-inductor-")
+    atexit.register(shutil.rmtree, os.environ["TORCHINDUCTOR_CACHE_DIR"], True)
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

@@ -214,6 +214,7 @@ def fake_analysis(name: str, fail: bool, log: list) -> types.ModuleType:
 
     def compute(cfg, figures_dir):
         log.append(name)
+        module.last_config = cfg
         if fail:
             raise RuntimeError(f"{name} exploded")
         Path(figures_dir).mkdir(parents=True, exist_ok=True)
@@ -262,6 +263,20 @@ def test_only_and_list(tmp_path, fake_registry, capsys):
     assert "fake_ok: fake_ok.csv, fake_ok.png" in out and "fake_broken:" in out
     assert main(["figures", "--only", "nope"]) == 2
     assert "nope" in capsys.readouterr().err
+
+
+def test_set_reaches_the_analysis_config_only_with_recompute_and_one_analysis(tmp_path, fake_registry, capsys):
+    figures = ["figures", "--figures-dir", str(tmp_path)]
+    assert main([*figures, "--only", "fake_ok", "--recompute", "--set", "value=3"]) == 0
+    assert fake_registry == ["fake_ok"] and sys.modules["analyses.fake_ok"].last_config.value == 3
+    for argv, message in ((["--only", "fake_ok", "--set", "value=3"], "give it with --recompute and exactly one"),
+                          (["--recompute", "--set", "value=3"], "give it with --recompute and exactly one"),
+                          (["--only", "fake_ok", "--recompute", "--set", "nope=1"], "nope: no such field"),
+                          (["--only", "fake_ok", "--recompute", "--set", 'value="x"'], "expects int")):
+        assert main([*figures, *argv]) == 2, argv
+        err = capsys.readouterr().err
+        assert err.startswith("interp figures: ") and message in err, err
+    assert fake_registry == ["fake_ok"]  # none of the refused calls computed anything
 
 
 def _imported_modules(path: Path) -> set[str]:

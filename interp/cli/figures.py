@@ -25,6 +25,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--list", action="store_true", help="list the analyses and the files each writes")
     parser.add_argument("--figures-dir", type=Path, default=FIGURES_DIR,
                         help=f"where tables and PNGs live (default: {FIGURES_DIR})")
+    parser.add_argument("--set", action="append", default=[], metavar="FIELD=JSON",
+                        help="with --recompute and one --only analysis: a field of its Config (analyses/NAME.py), "
+                             "e.g. --only gain_vs_tokens --recompute --set 'archs=[\"gpt2\"]' --set keep=false")
     parser.set_defaults(func=run)
 
 
@@ -41,10 +44,22 @@ def select(only: str | None) -> list[str]:
     return [n for n in analyses.ANALYSES if n in wanted]
 
 
-def run_one(name: str, figures_dir: Path, recompute: bool, include_heavy: bool = True) -> str:
+def analysis_config(name: str, items: list[str]):
+    """The analysis's Config with the --set FIELD=JSON items applied (each checked against the field's type);
+    ValueError naming the field otherwise."""
+    import analyses
+
+    from interp._util.config import parse_set_overrides
+
+    module = analyses.get(name)
+    return module.Config(**parse_set_overrides(items, f"{name}.Config", module.Config))
+
+
+def run_one(name: str, figures_dir: Path, recompute: bool, include_heavy: bool = True, config=None) -> str:
     """Compute (optionally) and render one analysis; returns 'ok' or 'skipped'. Raises on failure.
 
     A HEAVY analysis is only recomputed when `include_heavy`; otherwise it is re-rendered from its tables.
+    `config`: the analysis's Config for the recompute (default: its defaults).
     """
     import analyses
 
@@ -53,7 +68,7 @@ def run_one(name: str, figures_dir: Path, recompute: bool, include_heavy: bool =
         print(f"[figures] {name} is HEAVY: re-rendering its stored tables; recompute it with "
               f"`{analyses.recompute_command(name)}` (or --recompute --all)", file=sys.stderr, flush=True)
     elif recompute:
-        module.compute(module.Config(), figures_dir)
+        module.compute(module.Config() if config is None else config, figures_dir)
     missing = analyses.missing_tables(module, figures_dir)
     if missing:
         print(f"[figures] skip {name}: missing {', '.join(str(p) for p in missing)}; "
@@ -72,6 +87,17 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as err:
         print(f"interp figures: {err}", file=sys.stderr, flush=True)
         return 2
+    config = None
+    if args.set:
+        if not args.recompute or len(names) != 1:
+            print("interp figures: --set: give it with --recompute and exactly one analysis (--only NAME): "
+                  "its fields are that analysis's Config", file=sys.stderr, flush=True)
+            return 2
+        try:
+            config = analysis_config(names[0], args.set)
+        except (TypeError, ValueError) as err:
+            print(f"interp figures: {err}", file=sys.stderr, flush=True)
+            return 2
     if args.list:
         for name in names:
             module = analyses.get(name)
@@ -85,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
         t0 = time.perf_counter()
         try:
             status[name] = run_one(name, figures_dir, args.recompute,
-                                   include_heavy=bool(args.all or args.only))
+                                   include_heavy=bool(args.all or args.only), config=config)
         except Exception as err:  # noqa: BLE001 - one analysis failing must not stop the others
             traceback.print_exc()
             print(f"[figures] FAILED {name}: {type(err).__name__}: {err}", file=sys.stderr, flush=True)
