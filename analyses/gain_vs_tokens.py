@@ -227,7 +227,7 @@ def with_stored(rebuilt: pd.DataFrame, stored: pd.DataFrame | None, key: list[st
             else set())
     kept = stored[[tuple(r) not in have for r in stored[key].astype(str).to_numpy()]]
     if len(kept):
-        runs = kept.drop_duplicates(CURVE_KEY)
+        runs = kept.drop_duplicates([k for k in ("arch", "lr_schedule", "variant", "seed") if k in kept])
         print(f"[{NAME}] kept {len(kept)} stored {what} row(s) of {len(runs)} run(s) not under this root "
               f"(--set keep=false drops them)", flush=True)
     frames = [f for f in (rebuilt, kept) if len(f)]
@@ -235,10 +235,16 @@ def with_stored(rebuilt: pd.DataFrame, stored: pd.DataFrame | None, key: list[st
 
 
 def _in_order(df: pd.DataFrame, by: list[str]) -> pd.DataFrame:
-    """Rows sorted by `by`, variants in VARIANT_ORDER (others after them)."""
-    rank = {v: i for i, v in enumerate(VARIANT_ORDER)}
-    return df.sort_values(by, key=lambda c: c.map(rank).fillna(len(rank)) if c.name == "variant" else c,
-                          kind="stable").reset_index(drop=True)
+    """Rows sorted by `by` with block styles in ARCHS order, the wsd runs before the check, and variants in
+    VARIANT_ORDER (unknown values after the known ones), so the tables read in the study's order."""
+    ranks = {"arch": ARCHS, "lr_schedule": ("wsd", "cosine"), "variant": VARIANT_ORDER}
+
+    def key(column: pd.Series) -> pd.Series:
+        if column.name not in ranks:
+            return column
+        rank = {name: i for i, name in enumerate(ranks[column.name])}
+        return column.map(rank).fillna(len(rank))
+    return df.sort_values(by, key=key, kind="stable").reset_index(drop=True)
 
 
 def curves(exp, arch: str) -> pd.DataFrame:
@@ -296,7 +302,7 @@ def compute(cfg: Config, figures_dir: Path, data=None, train: bool = True) -> pd
                                 "(gain_vs_tokens.compute with train=True)")
     runs = _in_order(runs.astype({"seed": "Int64", "steps": "Int64"}), ["arch", "lr_schedule", "variant", "seed"])
     summary = summarize_lengths(runs)
-    write_table(_in_order(curve, ["arch", "variant", "seed"]), figures_dir, CURVES_TABLE, cfg, NAME)
+    write_table(_in_order(curve, ["arch", "seed", "variant"]), figures_dir, CURVES_TABLE, cfg, NAME)
     write_table(runs, figures_dir, RUNS_TABLE, cfg, NAME)
     write_table(trend(runs), figures_dir, TREND_TABLE, cfg, NAME)
     write_table(summary, figures_dir, TABLE, cfg, NAME)

@@ -27,6 +27,7 @@ from pathlib import Path  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
+from interp._util import cpu_kernels  # noqa: E402
 from tests import factories  # noqa: E402
 
 # Tiny test models run ~20x slower with 2 threads on a shared 2-core machine; one thread is also
@@ -34,7 +35,7 @@ from tests import factories  # noqa: E402
 torch.set_num_threads(1)
 
 
-KERNEL_VARIABLES = ("INTERP_CPU_KERNELS", "ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "MKL_CBWR", "MKL_DEBUG_CPU_TYPE")
+KERNEL_VARIABLES = (cpu_kernels.MODE_VAR, *cpu_kernels.PORTABLE_ENV, "MKL_DEBUG_CPU_TYPE")
 
 
 @pytest.fixture(autouse=True)
