@@ -150,6 +150,17 @@ def write_table(df: pd.DataFrame, figures_dir: Path, filename: str, config: Any,
     return path
 
 
+def in_study_order(df: pd.DataFrame, by: list[str], ranks: dict[str, Any]) -> pd.DataFrame:
+    """Rows sorted by `by` (stable), the columns named in `ranks` by the order of their values there (values not
+    listed after the listed ones), the others by value: tables read in the study's order, not alphabetically."""
+    def key(column: pd.Series) -> pd.Series:
+        if column.name not in ranks:
+            return column
+        rank = {name: i for i, name in enumerate(ranks[column.name])}
+        return column.map(rank).fillna(len(rank))
+    return df.sort_values(by, key=key, kind="stable").reset_index(drop=True)
+
+
 def read_table(figures_dir: Path, filename: str, analysis: str) -> pd.DataFrame:
     """Read a stored table, or say which command creates it."""
     path = Path(figures_dir) / filename

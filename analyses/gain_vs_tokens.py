@@ -45,7 +45,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from analyses import outputs, read_table, resolve_root, write_table
+from analyses import in_study_order, outputs, read_table, resolve_root, write_table
 from analyses.group_ablation import ROOT_HELP, experiment_files
 from interp._util.config import option
 
@@ -235,16 +235,8 @@ def with_stored(rebuilt: pd.DataFrame, stored: pd.DataFrame | None, key: list[st
 
 
 def _in_order(df: pd.DataFrame, by: list[str]) -> pd.DataFrame:
-    """Rows sorted by `by` with block styles in ARCHS order, the wsd runs before the check, and variants in
-    VARIANT_ORDER (unknown values after the known ones), so the tables read in the study's order."""
-    ranks = {"arch": ARCHS, "lr_schedule": ("wsd", "cosine"), "variant": VARIANT_ORDER}
-
-    def key(column: pd.Series) -> pd.Series:
-        if column.name not in ranks:
-            return column
-        rank = {name: i for i, name in enumerate(ranks[column.name])}
-        return column.map(rank).fillna(len(rank))
-    return df.sort_values(by, key=key, kind="stable").reset_index(drop=True)
+    """Block styles in ARCHS order, the wsd runs before the check, variants in VARIANT_ORDER."""
+    return in_study_order(df, by, {"arch": ARCHS, "lr_schedule": ("wsd", "cosine"), "variant": VARIANT_ORDER})
 
 
 def curves(exp, arch: str) -> pd.DataFrame:

@@ -37,7 +37,7 @@ from pathlib import Path
 import pandas as pd
 
 from analyses import gain_vs_tokens as gvt
-from analyses import outputs, read_table, recompute_command, resolve_root, write_table
+from analyses import in_study_order, outputs, read_table, recompute_command, resolve_root, write_table
 from analyses.group_ablation import experiment_files
 from interp._util.config import option
 from interp.probes.config import ProbeConfig
@@ -208,12 +208,7 @@ _RANKS = {"arch": list(gvt.ARCHS), "variant": [gvt.BASELINE, gvt.TAPER], "metric
 
 def ordered(df: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     """Rows sorted by `by`, archs, variants and metrics in the study's order (others after them)."""
-    def key(column: pd.Series) -> pd.Series:
-        if column.name not in _RANKS:
-            return column
-        rank = {name: i for i, name in enumerate(_RANKS[column.name])}
-        return column.map(rank).fillna(len(rank))
-    return df.sort_values(by, key=key, kind="stable").reset_index(drop=True)
+    return in_study_order(df, by, _RANKS)
 
 
 def run_table(probed: pd.DataFrame) -> pd.DataFrame:
