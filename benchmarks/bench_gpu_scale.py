@@ -61,6 +61,10 @@ def _arguments(p) -> None:
                         "uniform,cosine:1.5:0.5: the taper at the same parameters and FLOPs; default uniform)")
     p.add_argument("--device", default="cuda", choices=("cuda", "cpu"),
                    help="cuda (default; skipped without one) or cpu: the same path under a 1-rank gloo group")
+    p.add_argument("--profile", type=int, default=0, metavar="N",
+                   help="after each variant's timed steps, profile one more step and print its N costliest "
+                        "kernels by device time (torch.profiler; default 0: none). Where the time goes, when MFU "
+                        "is short of the target")
 
 
 def peak_tflops(name: str, given: float | None) -> float | None:
@@ -128,6 +132,9 @@ def measure(variant: str, cfg, dist, size: dict, device: str = "cuda") -> dict:
         loss, _ = train_step(model, optimizer, [batch], lr_at(step, cfg), cfg.grad_clip, torch.bfloat16)
     sync(device)
     seconds = time.perf_counter() - start
+    if size.get("profile"):
+        print(profile_step(lambda: train_step(model, optimizer, [batch], lr_at(0, cfg), cfg.grad_clip,
+                                              torch.bfloat16), device, size["profile"]), flush=True)
     result = {"tokens_per_s": size["steps"] * batch.shape[0] * cfg.n_ctx / seconds, "warmup_s": warmup_s,
               "peak_gib": peak_memory_gib(device), "loss": float(loss), "adamw": optimizer.impl,
               "wrapped": type(model).__name__}
@@ -136,6 +143,20 @@ def measure(variant: str, cfg, dist, size: dict, device: str = "cuda") -> dict:
     if device == "cuda":
         torch.cuda.empty_cache()
     return result
+
+
+def profile_step(step, device: str, top: int) -> str:
+    """One call of `step` under torch.profiler: its `top` costliest ops by self device time (CPU time on a
+    CPU), as profiler's own table (its "Self CUDA %" column: each op's share of the step)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
+    sync(device)
+    with profile(activities=activities) as prof:
+        step()
+        sync(device)
+    sort = "self_device_time_total" if device == "cuda" else "self_cpu_time_total"
+    return prof.key_averages().table(sort_by=sort, row_limit=top, max_name_column_width=60)
 
 
 def free_port() -> int:
@@ -175,11 +196,13 @@ def train_config(args, widths: dict):
     return TrainConfig.from_preset(args.preset, **overrides, **widths)
 
 
-def section(on_gpu: bool, widths: str) -> tuple[str, str]:
+def section(on_gpu: bool, widths: str, preset: str = "440m") -> tuple[str, str]:
     """The RESULTS.md section (key, title) of a run: one per device kind, and a run of more than the uniform
     profile (the taper beside it) its own, so the four-variant uniform table and the taper comparison (cheaper
-    variants: a 24-width taper compiles 24 graphs) both stay."""
+    variants: a 24-width taper compiles 24 graphs) both stay; another preset than 440m, its own too."""
     key, title = (NAME, TITLE) if on_gpu else (f"{NAME}_cpu", f"{TITLE}: the same path on the CPU")
+    if preset != "440m":
+        key, title = f"{key}_{preset.replace('.', '_')}", title.replace("the 440m shape", f"the {preset} shape")
     if widths.replace(" ", "") != "uniform":
         key, title = f"{key}_widths", f"{title}, width profiles side by side"
     return key, title
@@ -213,14 +236,15 @@ def main(argv: Sequence[str] | None = None, command: str | None = None) -> str:
     on_gpu = device == "cuda"
     unit = "GPU" if on_gpu else "rank"
     try:
-        name, title = section(on_gpu, args.widths)
+        name, title = section(on_gpu, args.widths, args.preset)
         report = Report(name, title, command or " ".join(["python benchmarks/bench_gpu_scale.py",
                                                            *(argv if argv is not None else sys.argv[1:])]),
                         args.quick)
         configs = [train_config(args, w) for w in width_overrides(args.widths)]
         cfg = configs[0]
         size = {"micro_batch": 2 if args.quick else args.micro_batch, "steps": 2 if args.quick else args.steps,
-                "warmup": 1 if args.quick else args.warmup, "checkpointing": args.activation_checkpointing}
+                "warmup": 1 if args.quick else args.warmup, "checkpointing": args.activation_checkpointing,
+                "profile": args.profile}
         hardware = torch.cuda.get_device_name() if on_gpu else cpu_name()
         peak = peak_tflops(hardware, args.peak_tflops) if on_gpu else args.peak_tflops
         matmul = matmul_tflops(device, n=256 if args.quick else (8192 if on_gpu else 2048),

@@ -398,6 +398,8 @@ def test_gpu_benchmark_width_profiles():
 
     assert [section(gpu, w)[0] for gpu in (True, False) for w in ("uniform", "uniform,cosine:1.5:0.5")] == [
         "bench_gpu_scale", "bench_gpu_scale_widths", "bench_gpu_scale_cpu", "bench_gpu_scale_cpu_widths"]
+    key, title = section(True, "uniform", "1.3b")  # another preset keeps the 440m tables
+    assert key == "bench_gpu_scale_1_3b" and "the 1.3b shape" in title
 
     assert width_overrides("uniform, cosine:1.5:0.5") == [
         {"schedule": "uniform"}, {"schedule": "cosine", "start": 1.5, "end": 0.5}]
@@ -425,10 +427,10 @@ def test_gpu_check_script_runs_every_step_and_keeps_going(tmp_path):
     proc = subprocess.run(["bash", "scripts/gpu_check.sh"], capture_output=True, text=True, cwd=REPO_ROOT, env=env,
                           check=False, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    for step in ("bench_uniform", "bench_widths", "cuda_tests"):
+    for step in ("bench_uniform", "bench_widths", "cuda_tests", "bench_1_3b"):
         assert f"== {step}: exit 0" in proc.stdout, proc.stdout[-3000:]
         assert (tmp_path / f"{step}.log").is_file()
-    assert proc.stdout.count("skipped: no CUDA device") == 2
+    assert proc.stdout.count("skipped: no CUDA device") == 3
     assert re.search(r"3 skipped, \d+ deselected", (tmp_path / "cuda_tests.log").read_text())
     assert (tmp_path / "RESULTS.md").read_bytes() == before == (REPO_ROOT / "benchmarks" / "RESULTS.md").read_bytes()
 
