@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import gc
 import os
+import signal
 import sys
 import time
 from collections.abc import Sequence
@@ -65,6 +66,18 @@ def _arguments(p) -> None:
                    help="after each variant's timed steps, profile one more step and print its N costliest "
                         "kernels by device time (torch.profiler; default 0: none). Where the time goes, when MFU "
                         "is short of the target")
+
+
+class Stopped(Exception):
+    """SIGTERM arrived (`timeout`'s limit, a scheduler's preemption): the rows measured so far are reported."""
+
+
+STOP_SIGNALS: list[str] = []  # what stopped the run: code it interrupts (dynamo compiling) may wrap Stopped
+
+
+def _stop(signum: int, frame) -> None:
+    STOP_SIGNALS.append(signal.Signals(signum).name)
+    raise Stopped(STOP_SIGNALS[-1])
 
 
 def peak_tflops(name: str, given: float | None) -> float | None:
@@ -227,11 +240,15 @@ def main(argv: Sequence[str] | None = None, command: str | None = None) -> str:
     os.environ.setdefault("LOCAL_RANK", "0")
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     os.environ.setdefault("MASTER_PORT", str(free_port()))
-    if device == "cuda":
-        torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
     import torch.distributed as tdist
 
-    tdist.init_process_group("nccl" if device == "cuda" else "gloo")
+    if device == "cuda":
+        local = torch.device("cuda", int(os.environ["LOCAL_RANK"]))
+        torch.cuda.set_device(local)
+        tdist.init_process_group("nccl", device_id=local)  # barriers then know their GPU (no guessing)
+    else:
+        tdist.init_process_group("gloo")
+    signal.signal(signal.SIGTERM, _stop)
     dist = Distributed.from_env()
     on_gpu = device == "cuda"
     unit = "GPU" if on_gpu else "rank"
@@ -250,30 +267,46 @@ def main(argv: Sequence[str] | None = None, command: str | None = None) -> str:
         matmul = matmul_tflops(device, n=256 if args.quick else (8192 if on_gpu else 2048),
                                reps=3 if args.quick else 10)
         flops = training_flops_per_token(cfg.model_config(cfg.vocab_size), cfg.n_ctx)
-        rows = []
-        for wcfg in configs:
-            widths = wcfg.model_config(wcfg.vocab_size).d_mlp
-            assert training_flops_per_token(wcfg.model_config(wcfg.vocab_size), wcfg.n_ctx) == flops, widths
-            for variant in variants:
-                r = measure(variant, wcfg, dist, size, device)
-                achieved = flops * r["tokens_per_s"] / 1e12
-                rows.append({"widths": wcfg.width.label, "variant": variant,
-                             f"tokens/s per {unit}": r["tokens_per_s"], "TFLOP/s": achieved,
-                             "MFU (vs dense peak)": f"{achieved / peak:.1%}" if peak else "n/a (give --peak-tflops)",
-                             "vs best matmul": f"{achieved / matmul:.1%}", "warm-up s": r["warmup_s"],
-                             ("peak memory GiB" if on_gpu else "peak RSS GiB"): r["peak_gib"], "AdamW": r["adamw"],
-                             "module": r["wrapped"], "last loss": r["loss"]})
-                print(f"[{name}] {wcfg.width.label} {variant}: {r['tokens_per_s']:,.0f} tokens/s per {unit}, "
-                      f"{achieved:.4g} TFLOP/s, warm-up {r['warmup_s']:.1f} s", flush=True)
+        rows, stopped = [], None
+        try:
+            for wcfg in configs:
+                widths = wcfg.model_config(wcfg.vocab_size).d_mlp
+                assert training_flops_per_token(wcfg.model_config(wcfg.vocab_size), wcfg.n_ctx) == flops, widths
+                for variant in variants:
+                    r = measure(variant, wcfg, dist, size, device)
+                    if STOP_SIGNALS:  # arrived during this variant, and the code it interrupted swallowed it
+                        raise Stopped(STOP_SIGNALS[0])  # (dynamo does, while compiling): not a clean row
+                    achieved = flops * r["tokens_per_s"] / 1e12
+                    rows.append({"widths": wcfg.width.label, "variant": variant,
+                                 f"tokens/s per {unit}": r["tokens_per_s"], "TFLOP/s": achieved,
+                                 "MFU (vs dense peak)": f"{achieved / peak:.1%}" if peak else
+                                 "n/a (give --peak-tflops)",
+                                 "vs best matmul": f"{achieved / matmul:.1%}", "warm-up s": r["warmup_s"],
+                                 ("peak memory GiB" if on_gpu else "peak RSS GiB"): r["peak_gib"],
+                                 "AdamW": r["adamw"], "module": r["wrapped"], "last loss": r["loss"]})
+                    print(f"[{name}] {wcfg.width.label} {variant}: {r['tokens_per_s']:,.0f} tokens/s per {unit}, "
+                          f"{achieved:.4g} TFLOP/s, warm-up {r['warmup_s']:.1f} s", flush=True)
+        except Exception:  # a limit ended the run: keep what was measured, say what was not
+            if not STOP_SIGNALS:
+                raise
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM ends the process
+            stopped = (f"stopped by {STOP_SIGNALS[0]} after {len(rows)} of {len(configs) * len(variants)} variant runs; "
+                       "the rows missing here were not measured")
+            print(f"[{name}] {stopped}", flush=True)
+            if not rows:
+                return ""
         shape = "dry-run shape (--quick)" if args.quick else "shape"
-        report.section(f"Tokens/s and MFU, preset `{args.preset}` {shape}, {dist.world_size} {unit}(s) on {device}")
+        report.section(f"Tokens/s and MFU, preset `{args.preset}` {shape}, {dist.world_size} {unit}(s) on {device}"
+                       + (" (partial)" if stopped else ""))
+        if stopped:
+            report.note(f"**Partial: {stopped}.**")
         report.table(rows)
         if len(configs) > 1:  # each profile against the first, variant by variant
             tps = f"tokens/s per {unit}"
             base = {r["variant"]: r[tps] for r in rows if r["widths"] == configs[0].width.label}
             report.table([{"widths": r["widths"], "variant": r["variant"],
                            f"tokens/s / {configs[0].width.label}'s": r[tps] / base[r["variant"]]}
-                          for r in rows if r["widths"] != configs[0].width.label])
+                          for r in rows if r["widths"] != configs[0].width.label and r["variant"] in base])
         mcfg = cfg.model_config(cfg.vocab_size)
         report.note(f"Shape: {cfg.n_layers} layers x d_model {cfg.d_model}, {cfg.n_heads} heads, mean d_ff {cfg.d_ff} "
                     f"({param_counts(mcfg)['total']:,} params), n_ctx {cfg.n_ctx}, vocab {cfg.vocab_size}; "

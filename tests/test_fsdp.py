@@ -393,6 +393,28 @@ def test_gpu_benchmark_path_runs_on_cpu():
     assert "dry-run shape (--quick)" in proc.stdout and "4 layers x d_model 128" in proc.stdout
 
 
+def test_gpu_benchmark_stopped_by_sigterm_reports_the_rows_it_measured():
+    """A time limit (SIGTERM) during a variant, here ddp+compile's compilation (which dynamo would swallow),
+    ends the run with a section marked partial that holds the finished rows only (a lent GPU's 200 s limit once
+    lost seven measured rows that way)."""
+    import signal
+
+    proc = subprocess.Popen([PYTHON, "benchmarks/bench_gpu_scale.py", "--device", "cpu", "--quick", "--threads", "1"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO_ROOT,
+                            env={k: v for k, v in os.environ.items() if k not in ("WORLD_SIZE", "RANK", "MASTER_PORT")})
+    lines = []
+    for line in proc.stdout:
+        lines.append(line)
+        if "uniform ddp:" in line:  # the first row is in; ddp+compile compiles for seconds now
+            proc.send_signal(signal.SIGTERM)
+            break
+    out = "".join(lines) + proc.stdout.read()
+    assert proc.wait(timeout=120) == 0, out[-3000:]
+    assert "stopped by SIGTERM after 1 of 4 variant runs" in out and "(partial)" in out, out[-3000:]
+    table = [line for line in out.splitlines() if line.startswith("| uniform |")]
+    assert len(table) == 1 and table[0].startswith("| uniform | ddp |"), out[-3000:]
+
+
 def test_gpu_benchmark_width_profiles():
     from benchmarks.bench_gpu_scale import section, width_overrides
 

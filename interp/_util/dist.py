@@ -53,9 +53,12 @@ class Distributed:
 
         created = False
         if join and not tdist.is_initialized():
-            if torch.cuda.is_available():
-                torch.cuda.set_device(local_rank)
-            tdist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+            if torch.cuda.is_available():  # nccl, told its GPU (barriers would otherwise guess it from the rank)
+                gpu = torch.device("cuda", local_rank)
+                torch.cuda.set_device(gpu)
+                tdist.init_process_group("nccl", device_id=gpu)
+            else:
+                tdist.init_process_group("gloo")
             created = True
         group = tdist.is_available() and tdist.is_initialized()
         rank = tdist.get_rank() if group else env_rank()
