@@ -2,7 +2,7 @@
 # Everything issue #15 (and the --device options) still needs a GPU for, as ONE device call:
 #
 #     scripts/gpu_wheels.sh                         # here, first: the pure-Python wheels into .whl/
-#     run(command="bash scripts/gpu_check.sh", carry=[".whl"], timeout_s=500)   # the device tool
+#     run(command="bash scripts/gpu_check.sh", carry=[".whl"], timeout_s=560)   # the device tool
 #
 # 1. installs .whl/ into /tmp/site (that machine has its own torch and no package index);
 # 2. the 440m benchmark, uniform, four variants (ddp, fsdp, each with and without compile): tokens/s, MFU, and
