@@ -248,7 +248,11 @@ def main(argv: Sequence[str] | None = None, command: str | None = None) -> str:
         tdist.init_process_group("nccl", device_id=local)  # barriers then know their GPU (no guessing)
     else:
         tdist.init_process_group("gloo")
-    signal.signal(signal.SIGTERM, _stop)
+    import threading
+
+    STOP_SIGNALS.clear()
+    main_thread = threading.current_thread() is threading.main_thread()  # where Python runs signal handlers
+    previous = signal.signal(signal.SIGTERM, _stop) if main_thread else None
     dist = Distributed.from_env()
     on_gpu = device == "cuda"
     unit = "GPU" if on_gpu else "rank"
@@ -289,9 +293,9 @@ def main(argv: Sequence[str] | None = None, command: str | None = None) -> str:
         except Exception:  # a limit ended the run: keep what was measured, say what was not
             if not STOP_SIGNALS:
                 raise
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM ends the process
-            stopped = (f"stopped by {STOP_SIGNALS[0]} after {len(rows)} of {len(configs) * len(variants)} variant runs; "
-                       "the rows missing here were not measured")
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM ends the process at once
+            stopped = (f"stopped by {STOP_SIGNALS[0]} after {len(rows)} of {len(configs) * len(variants)} "
+                       "variant runs; the rows missing here were not measured")
             print(f"[{name}] {stopped}", flush=True)
             if not rows:
                 return ""
@@ -326,6 +330,8 @@ def main(argv: Sequence[str] | None = None, command: str | None = None) -> str:
                      best / peak >= 0.40 if (peak and on_gpu) else None)
         return finish(report, args.write and dist.primary) if dist.primary else ""
     finally:
+        if main_thread:
+            signal.signal(signal.SIGTERM, previous)
         dist.barrier()
         tdist.destroy_process_group()
 
