@@ -8,20 +8,15 @@ Case("cli-unknown-preset", item="11", argv=["train", "--preset", "nosuch", "--ou
      message=r"interp train: .*nosuch")
 Case("cli-unknown-command", item="new", argv=["trian"], message=r"invalid choice: 'trian'")
 # interp figures --set FIELD=JSON: refused before any analysis runs (nothing under figures/ is written)
-Case("cli-figures-set-without-recompute", item="new", argv=["figures", "--set", "keep=false"],
-     message=r"interp figures: --set: give it with --recompute and exactly one analysis \(--only NAME\)")
-Case("cli-figures-set-two-analyses", item="new",
-     argv=["figures", "--recompute", "--only", "gain_vs_tokens,schedules", "--set", "keep=false"],
-     message=r"interp figures: --set: give it with --recompute and exactly one analysis")
-Case("cli-figures-set-unknown-field", item="new",
-     argv=["figures", "--recompute", "--only", "gain_vs_tokens", "--set", "nosuch=1"],
-     message=r"interp figures: gain_vs_tokens.Config: --set nosuch: no such field; known fields: archs")
-Case("cli-figures-set-not-json", item="new",
-     argv=["figures", "--recompute", "--only", "gain_vs_tokens", "--set", "seeds=many"],
-     message=r"interp figures: gain_vs_tokens.Config: --set seeds='many' is not valid JSON .*seeds expects int")
-Case("cli-figures-set-wrong-type", item="new",
-     argv=["figures", "--recompute", "--only", "gain_vs_tokens", "--set", 'seeds="3"'],
-     message=r"interp figures: gain_vs_tokens.Config: --set seeds=\"3\": expects int, got str")
+ONE_ANALYSIS = r"interp figures: --set: give it with --recompute and exactly one analysis"
+GAIN = ["--recompute", "--only", "gain_vs_tokens"]
+for name, args, message in [
+        ("without-recompute", ["--set", "keep=false"], ONE_ANALYSIS + r" \(--only NAME\)"),
+        ("two-analyses", ["--recompute", "--only", "gain_vs_tokens,schedules", "--set", "keep=false"], ONE_ANALYSIS),
+        ("unknown-field", [*GAIN, "--set", "nosuch=1"], r"gain_vs_tokens.Config: --set nosuch: no such field; known"),
+        ("not-json", [*GAIN, "--set", "seeds=many"], r"--set seeds='many' is not valid JSON .*seeds expects int"),
+        ("wrong-type", [*GAIN, "--set", 'seeds="3"'], r"--set seeds=\"3\": expects int, got str")]:
+    Case(f"cli-figures-set-{name}", item="new", argv=["figures", *args], message=message)
 
 
 @pytest.mark.parametrize("case", cases_of("cli-"), ids=lambda c: c.id)
