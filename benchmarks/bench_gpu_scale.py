@@ -231,7 +231,7 @@ def main(argv: Sequence[str] | None = None, command: str | None = None) -> str:
     variants = [v.strip() for v in args.variants.split(",") if v.strip()]
     if not variants or set(variants) - set(VARIANTS):
         raise SystemExit(f"benchmarks/{NAME}.py: --variants {args.variants!r}: choose from {','.join(VARIANTS)}")
-    from interp._util.dist import Distributed
+    from interp._util.dist import Distributed, join_process_group
     from interp.model import param_counts, training_flops_per_token
 
     set_threads(args.threads)
@@ -240,15 +240,11 @@ def main(argv: Sequence[str] | None = None, command: str | None = None) -> str:
     os.environ.setdefault("LOCAL_RANK", "0")
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     os.environ.setdefault("MASTER_PORT", str(free_port()))
+    import threading
+
     import torch.distributed as tdist
 
-    if device == "cuda":
-        local = torch.device("cuda", int(os.environ["LOCAL_RANK"]))
-        torch.cuda.set_device(local)
-        tdist.init_process_group("nccl", device_id=local)  # barriers then know their GPU (no guessing)
-    else:
-        tdist.init_process_group("gloo")
-    import threading
+    join_process_group(int(os.environ["LOCAL_RANK"]), cuda=device == "cuda")
 
     STOP_SIGNALS.clear()
     main_thread = threading.current_thread() is threading.main_thread()  # where Python runs signal handlers

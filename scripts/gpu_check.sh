@@ -11,8 +11,8 @@
 # 4. the CUDA tests that skip on CPU: probes, pretrained ablation, interp eval (gpu_matches_cpu);
 # 5. the 1.3b shape under FSDP, eager and compiled (does it fit at 8 x 4096 per GPU, at what MFU).
 # Every step has its own time limit and prints as it goes, so a call stopped at its limit still returns what
-# it measured; everything lands in $OUT (logs, benchmarks/RESULTS.md): copy the two bench_gpu_scale sections of
-# $OUT/RESULTS.md into benchmarks/RESULTS.md here. Budget: 240 + 120 + 60 + 100 s of limits, plus the install
+# it measured; everything lands in $OUT (logs, benchmarks/RESULTS.md): copy $OUT/RESULTS.md over
+# benchmarks/RESULTS.md here (its bench_gpu_scale sections are the new ones). Budget: 240 + 120 + 60 + 100 s of limits, plus the install
 # (~9 min at most). If the first benchmark hangs (its limit reached before any row: a process group that never
 # forms, say), the other benchmarks are skipped rather than hang too, and the tests still run.
 # On a machine without CUDA each benchmark says so and exits 0, and the tests skip (how this script is tested).

@@ -27,6 +27,21 @@ def env_world_size() -> int:
     return int(os.environ.get("WORLD_SIZE", "1"))
 
 
+def join_process_group(local_rank: int, cuda: bool) -> None:
+    """Initialise the default process group (torchrun's env:// variables): nccl on GPU `local_rank`, told its
+    device_id so that barriers need not guess the GPU from the global rank (torch warns that guessing can hang
+    when ranks map to GPUs unevenly), or gloo on CPUs."""
+    import torch
+    import torch.distributed as tdist
+
+    if cuda:
+        gpu = torch.device("cuda", local_rank)
+        torch.cuda.set_device(gpu)
+        tdist.init_process_group("nccl", device_id=gpu)
+    else:
+        tdist.init_process_group("gloo")
+
+
 @dataclass
 class Distributed:
     """rank / world_size of this process, and whether a torch.distributed process group is live."""
@@ -53,12 +68,7 @@ class Distributed:
 
         created = False
         if join and not tdist.is_initialized():
-            if torch.cuda.is_available():  # nccl, told its GPU (barriers would otherwise guess it from the rank)
-                gpu = torch.device("cuda", local_rank)
-                torch.cuda.set_device(gpu)
-                tdist.init_process_group("nccl", device_id=gpu)
-            else:
-                tdist.init_process_group("gloo")
+            join_process_group(local_rank, cuda=torch.cuda.is_available())
             created = True
         group = tdist.is_available() and tdist.is_initialized()
         rank = tdist.get_rank() if group else env_rank()
