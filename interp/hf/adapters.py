@@ -5,11 +5,14 @@ and `unwrap`, the one way to get the nn.Module behind any model object we accept
 Every hook-placing module (probes, ablations, tests) goes through a SiteMap, never through module names of
 its own: norm names are not portable ("post_attention_layernorm" is the MLP's input norm on Llama but the
 attention-output norm on Gemma3), and neither are projection names (GPT-2's down projection is `c_proj`,
-a Conv1D whose weight is [in, out]).
+a Conv1D whose weight is [in, out]). The table holds only what TransformerLens's own architecture adapters do
+not describe (our TaperedLM, registered models); every other architecture's map is derived from TL's adapter
+(interp.hf.tl_adapters) and checked against the model's modules.
 """
 
 from __future__ import annotations
 
+import inspect
 import numbers
 from dataclasses import dataclass
 from typing import Any
@@ -23,25 +26,30 @@ from interp._util.errors import InputError
 class SiteMap:
     """Dotted module paths that locate the TransformerLens residual sites on one architecture.
 
-    With h = the decoder layer's input (`hook_resid_pre`), every supported layer computes
-        z = h + [post_attn_norm](attn(...))          -> hook_resid_mid = INPUT of `mlp_input_norm`
-        out = z + [post_mlp_norm](mlp(norm(z)))      -> hook_mlp_out   = OUTPUT of `post_mlp_norm` if set, else of `mlp`
+    With h = the decoder layer's input (`hook_resid_pre`), a sequential layer (pre-norm, sandwich or post-norm) is
+        z = h + [post_attn_norm](attn(...))          -> hook_resid_mid = INPUT of `mlp_input_norm` (of `mlp` if None)
+        out = z + [post_mlp_norm](mlp([norm](z)))    -> hook_mlp_out   = OUTPUT of `post_mlp_norm` if set, else of `mlp`
                                                      -> hook_resid_post = OUTPUT of the decoder layer
-    Inside the MLP, `mlp_in` are the projections that read its (normalised) input, one row per neuron, and
-    `mlp_down` is the projection whose INPUT is the neurons (its i-th input channel is neuron i).
+    and a parallel one (`parallel`: GPT-NeoX, GPT-J, Phi) is out = h + attn(ln1(h)) + mlp(norm(h)), whose
+    hook_resid_mid := h + attention output is derived (no module sees it; docs/probes.md "Block styles").
+    Inside the MLP, `mlp_in` are the projections that read its (normalised) input, one row per neuron (a fused
+    gate-up, `mlp_in_fused`: rows [gate; up], neuron i at rows i and d_mlp + i), and `mlp_down` is the projection
+    whose INPUT is the neurons (its i-th input channel is neuron i; None for a mixture of experts).
     """
 
     layers: str                 # from the model root, e.g. "model.layers"
     mlp: str                    # relative to a layer
     attn: str                   # relative to a layer
-    mlp_input_norm: str         # relative to a layer; its input is hook_resid_mid
+    mlp_input_norm: str | None  # relative to a layer; sequential: its input is hook_resid_mid (None: the MLP's is)
     post_mlp_norm: str | None   # relative to a layer; its output is what the MLP adds to the stream
     post_attn_norm: str | None  # relative to a layer; its output is what attention adds to the stream
     final_norm: str             # from the model root
     notes: str = ""
     mlp_in: tuple[str, ...] = ("gate_proj", "up_proj")  # relative to the MLP; weights [d_mlp, d_model] (Linear)
-    mlp_down: str = "down_proj"                         # relative to the MLP; its input = the neurons
+    mlp_down: str | None = "down_proj"                  # relative to the MLP; its input = the neurons
     unembed: str = "lm_head"                            # from the model root; final_norm's output -> logits
+    parallel: bool = False      # attention and MLP both read h; their outputs are added together
+    mlp_in_fused: bool = False  # mlp_in is one fused [gate; up] projection (Phi-3's gate_up_proj)
 
     @property
     def mlp_out_module(self) -> str:
@@ -53,43 +61,37 @@ class SiteMap:
         """Layer-relative module whose OUTPUT[0] (or output) equals `hook_attn_out`."""
         return self.post_attn_norm or self.attn
 
+    @property
+    def resid_mid_module(self) -> str | None:
+        """Layer-relative module whose INPUT is `hook_resid_mid`; None for a parallel block (derived there)."""
+        return None if self.parallel else self.mlp_input_norm or self.mlp
+
+    @property
+    def style(self) -> str:
+        """The block style: "parallel", "post_norm" (OLMo-2), "sandwich" (Gemma-2/3) or "pre_norm"."""
+        if self.parallel:
+            return "parallel"
+        if self.mlp_input_norm is None:
+            return "post_norm"
+        return "sandwich" if self.post_mlp_norm else "pre_norm"
+
     def to_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
 
 
-_LLAMA_LIKE = SiteMap(
-    layers="model.layers", mlp="mlp", attn="self_attn", mlp_input_norm="post_attention_layernorm",
-    post_mlp_norm=None, post_attn_norm=None, final_norm="model.norm",
-    notes="pre-norm; hook_resid_mid = input of post_attention_layernorm; hook_mlp_out = mlp output "
-          "(added to the stream unchanged)")
-_GEMMA_LIKE = SiteMap(
-    layers="model.layers", mlp="mlp", attn="self_attn", mlp_input_norm="pre_feedforward_layernorm",
-    post_mlp_norm="post_feedforward_layernorm", post_attn_norm="post_attention_layernorm",
-    final_norm="model.norm",
-    notes="sandwich norms; hook_resid_mid = input of pre_feedforward_layernorm; hook_mlp_out = output of "
-          "post_feedforward_layernorm (what is added to the stream); mlp.hook_out = raw MLP output; "
-          "post_attention_layernorm normalises the ATTENTION output here, unlike Llama")
-_GPT2 = SiteMap(
-    layers="transformer.h", mlp="mlp", attn="attn", mlp_input_norm="ln_2", post_mlp_norm=None,
-    post_attn_norm=None, final_norm="transformer.ln_f", mlp_in=("c_fc",), mlp_down="c_proj",
-    notes="pre-LayerNorm; hook_resid_mid = input of ln_2; hook_mlp_out = mlp output; MLP projections are "
-          "transformers Conv1D (weight [in, out]): c_fc in, c_proj down")
 _TAPERED = SiteMap(
     layers="blocks", mlp="mlp", attn="attn", mlp_input_norm="ln2", post_mlp_norm=None, post_attn_norm=None,
     final_norm="ln_final", unembed="unembed",
     notes="interp.model.TaperedLM (ours): pre-RMSNorm SwiGLU, per-layer MLP widths; its HookPoints "
           "blocks.{l}.hook_* give the same sites by name")
 
+# What TransformerLens's adapters do not know or get wrong for our purpose (interp.hf.tl_adapters derives the rest):
+# our own models, and whatever register_site_map adds.
 SITE_MAPS: dict[str, SiteMap] = {
-    "LlamaForCausalLM": _LLAMA_LIKE,
-    "MistralForCausalLM": _LLAMA_LIKE,
-    "Qwen2ForCausalLM": _LLAMA_LIKE,
-    "Qwen3ForCausalLM": _LLAMA_LIKE,
-    "Gemma2ForCausalLM": _GEMMA_LIKE,
-    "Gemma3ForCausalLM": _GEMMA_LIKE,
-    "GPT2LMHeadModel": _GPT2,
     "TaperedLM": _TAPERED,
 }
+_DERIVED: dict[SiteMap, SiteMap] = {}             # interned: equal derived maps are one object
+_BY_CONFIG: dict[int, tuple[Any, SiteMap]] = {}   # id(config) -> (config, its map): derived once per model
 
 
 def register_site_map(arch_name: str, site_map: SiteMap) -> None:
@@ -100,17 +102,68 @@ def register_site_map(arch_name: str, site_map: SiteMap) -> None:
 
 
 def site_map_for(model: Any) -> SiteMap:
-    """The SiteMap for a model (any object `unwrap` accepts) or its class name; ValueError with the fix for
-    an unknown one."""
-    arch = model if isinstance(model, str) else type(unwrap(model)).__name__
-    if arch not in SITE_MAPS:
+    """The SiteMap for a model (any object `unwrap` accepts) or its class name: the table's entry, else the one
+    TransformerLens's adapter for the architecture implies (from the model's own config: GPT-NeoX's
+    use_parallel_residual decides its style), checked against the model's modules. ValueError with the reason
+    and the fix for an architecture neither knows."""
+    module = None if isinstance(model, str) else unwrap(model)
+    arch = model if module is None else type(module).__name__
+    if arch in SITE_MAPS:
+        return SITE_MAPS[arch]
+    config = getattr(module, "config", None)
+    cached = _BY_CONFIG.get(id(config))
+    if config is not None and cached is not None and cached[0] is config:
+        return cached[1]
+    from interp.hf.tl_adapters import default_config, site_map_from_tl
+
+    try:
+        sites = site_map_from_tl(arch, config if module is not None else default_config(arch))
+        if module is not None:
+            sites = _checked(module, sites)
+    except ValueError as err:
         raise ValueError(
-            f"no SiteMap for architecture {arch!r} (known: {', '.join(sorted(SITE_MAPS))}). Add one with "
+            f"no SiteMap for architecture {arch!r}: {err}. Add one with "
             f"interp.hf.register_site_map({arch!r}, SiteMap(layers='model.layers', mlp='mlp', "
             f"attn='self_attn', mlp_input_norm=..., post_mlp_norm=None, post_attn_norm=None, "
             f"final_norm='model.norm', notes=..., mlp_in=('gate_proj', 'up_proj'), mlp_down='down_proj')), "
-            f"reading the decoder layer's forward() to see which norm receives the residual stream before the MLP.")
-    return SITE_MAPS[arch]
+            f"reading the decoder layer's forward() to see which norm receives the residual stream before the "
+            f"MLP (docs/probes.md, 'Block styles').") from None
+    sites = _DERIVED.setdefault(sites, sites)
+    if module is not None and config is not None:
+        _BY_CONFIG[id(config)] = (config, sites)
+    return sites
+
+
+def _checked(root: nn.Module, sites: SiteMap) -> SiteMap:
+    """`sites` as found on `root`: every layer has each module it names (ValueError naming the first layer that
+    does not: layers of different kinds); an unembedding TL names differently (GPT-NeoX's embed_out) is found
+    as the model's output embeddings."""
+    try:
+        root.get_submodule(sites.unembed)
+    except AttributeError:
+        head = root.get_output_embeddings() if hasattr(root, "get_output_embeddings") else None
+        found = next((n for n, m in root.named_modules() if m is head), None) if head is not None else None
+        if found is None:
+            raise ValueError(f"the model has no unembedding {sites.unembed!r}") from None
+        sites = SiteMap(**{**sites.to_dict(), "unembed": found})
+    try:
+        root.get_submodule(sites.final_norm)
+        layers = root.get_submodule(sites.layers)
+    except AttributeError as err:
+        raise ValueError(f"the model lacks a module TransformerLens names ({err})") from None
+    mlp_forward = type(get_submodule(layers[0], sites.mlp)).forward
+    if "residual" in inspect.signature(mlp_forward).parameters:  # MPT, Bloom: mlp(x, residual) = residual + ...
+        raise ValueError(f"its MLP {sites.mlp!r} adds the residual stream itself (forward(..., residual)), so its "
+                         "output is not what the MLP adds to the stream")
+    paths = [p for p in (sites.mlp, sites.attn, sites.mlp_input_norm, sites.post_mlp_norm, sites.post_attn_norm)
+             if p is not None]
+    for l, layer in enumerate(layers):
+        for path in paths:
+            try:
+                layer.get_submodule(path)
+            except AttributeError:
+                raise ValueError(f"layer {l} has no {path!r} (its layers are not all alike: a hybrid model?)") from None
+    return sites
 
 
 def get_submodule(root: nn.Module, dotted: str) -> nn.Module:
@@ -167,8 +220,12 @@ def mlp_modules(model: Any) -> list[nn.Module]:
 
 
 def mlp_down_modules(model: Any) -> list[nn.Module]:
-    """Each layer's MLP down projection (its input is the layer's neurons), in depth order."""
+    """Each layer's MLP down projection (its input is the layer's neurons), in depth order; ValueError for a
+    mixture of experts, which has one per expert."""
     _root, sites = root_and_sites(model)
+    if sites.mlp_down is None:
+        raise ValueError(f"{type(unwrap(model)).__name__}'s MLP has no single down projection (a mixture of "
+                         "experts?), so its neurons cannot be scored or removed")
     return [get_submodule(mlp, sites.mlp_down) for mlp in mlp_modules(model)]
 
 

@@ -45,7 +45,7 @@ class ExportStyle:
     module: str        # "tapered_llama": interp/hf/tapered_llama.py
     config_class: str
     model_class: str
-    sites_of: str      # key of interp.hf.adapters.SITE_MAPS
+    sites_of: str      # the stock architecture whose SiteMap it shares (interp.hf.site_map_for)
     family: str        # for messages: "Llama"
     mixers: tuple[str, ...] = ("attention",)  # the mixers whose block the stock architecture computes
 
@@ -81,11 +81,11 @@ def register_tapered_llama() -> None:
     remote code (idempotent)."""
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    from interp.hf.adapters import SITE_MAPS, register_site_map
+    from interp.hf.adapters import register_site_map, site_map_for
 
     for style in STYLES.values():
         config_class, model_class = style.classes()
-        register_site_map(model_class.__name__, SITE_MAPS[style.sites_of])
+        register_site_map(model_class.__name__, site_map_for(style.sites_of))
         try:
             AutoConfig.register(config_class.model_type, config_class)
         except ValueError:  # already registered

@@ -30,7 +30,7 @@ from jaxtyping import Bool, Float
 from torch import Tensor
 
 from interp.probes.config import check_dims, check_metrics
-from interp.probes.metrics import METRICS, LayerOperands
+from interp.probes.metrics import METRICS, LayerOperands, derived_operands
 from interp.probes.names import ALL_SITES, DEFAULT_EPS, JACKKNIFE_GROUPS, LENS_METRICS, METRIC_NAMES, POPULATION_METRICS
 from interp.probes.population import FORMULAS, PopulationStats
 from interp.stats import DEFAULT_QUANTILES, ClusteredMean, RunningMoments
@@ -48,6 +48,8 @@ class NoveltyAccumulator:
     derive_attn_out: backends that have no attention-output site (HF forward hooks, nnsight) set
     attn_out = resid_mid - resid_pre, which is exact whenever the block adds the (normed) attention
     output to the stream unchanged (Llama; Gemma3 with its post-attention norm included).
+    derive_resid_mid: a parallel block (GPT-NeoX, GPT-J, Phi) has no resid_mid site; the backends feed attn_out
+    and resid_mid := resid_pre + attn_out (docs/probes.md, "Block styles").
 
     exclude_dims: residual dimensions zeroed in every operand before any metric (massive activations);
     a copy is zeroed, never the model's own tensor.
@@ -62,7 +64,7 @@ class NoveltyAccumulator:
 
     def __init__(self, n_layers: int, metrics: Sequence[str] = METRIC_NAMES, dtype: torch.dtype = torch.float32,
                  eps: float = DEFAULT_EPS, derive_attn_out: bool = False, exclude_dims: Sequence[int] = (),
-                 lens: Any = None, jackknife_groups: int = JACKKNIFE_GROUPS):
+                 lens: Any = None, jackknife_groups: int = JACKKNIFE_GROUPS, derive_resid_mid: bool = False):
         if n_layers < 1:
             raise ValueError(f"n_layers must be >= 1, got {n_layers}")
         self.n_layers = n_layers
@@ -77,17 +79,18 @@ class NoveltyAccumulator:
         self.dtype = dtype
         self.eps = eps
         self.derive_attn_out = derive_attn_out
+        self.derive_resid_mid = derive_resid_mid
         self.exclude_dims = check_dims(exclude_dims)
         self._exclude_index = torch.tensor(self.exclude_dims, dtype=torch.long)
         self.meta: dict[str, Any] = {}
         self.moments = {m: RunningMoments(n_layers) for m in self.token_metrics}
         self.clustered = {m: ClusteredMean(n_layers) for m in self.token_metrics}  # the CI: sequences as units
         self.hists = {m: METRICS[m].histogram(n_layers) for m in self.token_metrics}
-        derived = {"block_out"} | ({"attn_out"} if derive_attn_out else set())
+        derived = derived_operands(derive_attn_out, derive_resid_mid)
         operands = {op for m in self.token_metrics for op in METRICS[m].operands}
         operands |= self.population.sites if self.population else set()
         self.needed_sites = ({op for op in operands if op not in derived}
-                             | {src for op in operands & derived for src in LayerOperands.DERIVED[op]})
+                             | {src for op in operands & derived for src in LayerOperands.sources(op)})
         self.n_batches = 0
         self.peak_live_tensors = 0  # most [batch, pos, d_model] activations held at once (memory test)
         self._mask: Tensor | None = None
@@ -123,7 +126,8 @@ class NoveltyAccumulator:
             raise ValueError(f"layer={layer} out of range for n_layers={self.n_layers}")
         if site not in self.needed_sites:
             return
-        ops = self._live.setdefault(layer, LayerOperands(self.eps, self.derive_attn_out, self.lens))
+        ops = self._live.setdefault(layer, LayerOperands(self.eps, self.derive_attn_out, self.lens,
+                                                         self.derive_resid_mid))
         ops.tensors[site] = self._operand(x)
         self._rows = self._rows or x.shape[0]
         for name, values in self._ready(layer, ops).items():
@@ -161,7 +165,7 @@ class NoveltyAccumulator:
     def values(self, layer: int, sites: dict[str, Tensor]) -> dict[str, Float[Tensor, "batch pos"]]:
         """All per-token metrics computable from `sites` at once, without touching the statistics (for a loop
         that reduces elsewhere); fold them in later with add_values. The population metrics need feed()."""
-        ops = LayerOperands(self.eps, self.derive_attn_out, self.lens)
+        ops = LayerOperands(self.eps, self.derive_attn_out, self.lens, self.derive_resid_mid)
         ops.tensors.update({k: self._operand(v) for k, v in sites.items()})
         return {m: METRICS[m].fn(ops) for m in self.token_metrics if all(ops.has(op) for op in METRICS[m].operands)}
 
@@ -173,6 +177,8 @@ class NoveltyAccumulator:
             raise ValueError(f"{metric} of layer {layer}: values must be [batch, pos] like the batch's mask "
                              f"{tuple(self._mask.shape) if self._mask is not None else ''}, got {tuple(values.shape)}: "
                              "each row is one sequence, the unit of the CI")
+        if self._mask is not None and values.device != self._mask.device:
+            values = values.to(self._mask.device)   # a layer placed on another device: reduced where the batch is
         if (layer, metric) in self._done:
             raise RuntimeError(f"{metric} of layer {layer} was fed twice in one batch: a site's hook fired "
                                "twice (is the model wrapped twice, or are hooks left from an earlier run?)")

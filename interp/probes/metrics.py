@@ -49,35 +49,50 @@ def _norm(a: Tensor) -> Tensor:
     return torch.linalg.vector_norm(a, dim=-1)
 
 
+def derived_operands(derive_attn_out: bool = False, derive_resid_mid: bool = False) -> set[str]:
+    """The operands a layer computes from others rather than reads from a hook (LayerOperands.DERIVED)."""
+    return {"block_out"} | ({"attn_out"} if derive_attn_out else set()) | ({"resid_mid"} if derive_resid_mid else set())
+
+
 class LayerOperands:
     """The activations of one layer seen so far, with each site's norm computed once and kept after the
     activation itself is dropped (a [batch, pos] tensor), since 4 of the 6 metrics share |resid_pre|.
 
     Derived operands: block_out = resid_post - resid_pre (the block's update, computed explicitly:
     via dot products it would cancel catastrophically where the update is small), and, with
-    derive_attn_out, attn_out = resid_mid - resid_pre.
+    derive_attn_out, attn_out = resid_mid - resid_pre (sequential blocks hooked by module), or, with
+    derive_resid_mid, resid_mid = resid_pre + attn_out (parallel blocks, where no module sees it).
     """
 
-    DERIVED = {"block_out": ("resid_post", "resid_pre"), "attn_out": ("resid_mid", "resid_pre")}
+    # derived operand -> (a, b, sign): a + sign * b
+    DERIVED = {"block_out": ("resid_post", "resid_pre", -1), "attn_out": ("resid_mid", "resid_pre", -1),
+               "resid_mid": ("resid_pre", "attn_out", 1)}
 
-    def __init__(self, eps: float, derive_attn_out: bool, lens: Any = None):
+    def __init__(self, eps: float, derive_attn_out: bool, lens: Any = None, derive_resid_mid: bool = False):
+        if derive_attn_out and derive_resid_mid:
+            raise ValueError("derive attn_out from resid_mid, or resid_mid from attn_out, not both")
         self.eps = eps
         self.tensors: dict[str, Tensor] = {}
         self.norms: dict[str, Tensor] = {}
         self.cosines: dict[tuple[str, str], Tensor] = {}
-        self.derivable = {"block_out"} | ({"attn_out"} if derive_attn_out else set())
+        self.derivable = derived_operands(derive_attn_out, derive_resid_mid)
         self.lens = lens  # an interp.probes.lens.LogitLens with this batch's reference, or None
         self._lens_values: tuple[Tensor, Tensor] | None = None
+
+    @classmethod
+    def sources(cls, site: str) -> tuple[str, str]:
+        """The two sites a derived operand is computed from."""
+        return cls.DERIVED[site][:2]
 
     def has(self, site: str) -> bool:
         if site in self.tensors:
             return True
-        return site in self.derivable and all(s in self.tensors for s in self.DERIVED[site])
+        return site in self.derivable and all(s in self.tensors for s in self.sources(site))
 
     def __getitem__(self, site: str) -> Tensor:
         if site not in self.tensors:  # derived on first use, then kept like any site
-            minuend, subtrahend = self.DERIVED[site]
-            self.tensors[site] = self.tensors[minuend] - self.tensors[subtrahend]
+            a, b, sign = self.DERIVED[site]
+            self.tensors[site] = self.tensors[a] + self.tensors[b] if sign > 0 else self.tensors[a] - self.tensors[b]
         return self.tensors[site]
 
     def norm(self, site: str) -> Float[Tensor, "batch pos"]:
@@ -103,7 +118,7 @@ class LayerOperands:
 
     def drop_except(self, keep: set[str]) -> None:
         """Free activations no pending metric needs (a derived operand keeps its sources alive)."""
-        keep = keep | {src for d in keep if d in self.DERIVED and d not in self.tensors for src in self.DERIVED[d]}
+        keep = keep | {src for d in keep if d in self.derivable and d not in self.tensors for src in self.sources(d)}
         for site in [s for s in self.tensors if s not in keep]:
             del self.tensors[site]
 

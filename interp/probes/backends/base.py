@@ -49,6 +49,7 @@ class _Target:
     mlp_out_site: str
     hook_sites: str                          # one line: site -> where it came from
     wrapper: Any = None                      # an nnsight wrapper built from the source object, if any
+    derive_resid_mid: bool = False           # a parallel block: resid_mid = resid_pre + attn_out
 
 
 class Backend(ABC):
@@ -80,6 +81,7 @@ class Plan:
     mlp_out_site: str
     hook_sites: str
     n_layers: int
+    derive_resid_mid: bool = False  # resid_mid = resid_pre + attn_out (a parallel block has no resid_mid site)
 
     @property
     def root(self) -> nn.Module:

@@ -46,8 +46,6 @@ def _hookpoint_target(model: nn.Module, mlp_in: bool = False) -> _Target:
                    hook_sites=hook_sites)
 
 
-
-
 def _hooked_mlp_modules(model: nn.Module, n_layers: int) -> list[nn.Module]:
     try:
         return [model.get_submodule(f"blocks.{l}.mlp") for l in range(n_layers)]
@@ -64,25 +62,28 @@ def _hf_target(loaded: Any, mlp_in: bool = False) -> _Target:
         raise ValueError(f"cannot probe {type(unwrap(loaded)).__name__}: its MLP and residual sites are unknown. "
                          f"{err}") from None
     layers = layer_modules(loaded)
-    for rel in (sm.mlp_input_norm, sm.mlp_out_module, sm.mlp):
+    for rel in (sm.resid_mid_module or sm.attn_out_module, sm.mlp_out_module, sm.mlp):
         get_submodule(layers[0], rel)  # AttributeError naming the SiteMap entry if it is wrong
     sites = [_hf_layer_sites(sm, l, mlp_in) for l in range(len(layers))]
     mlp_site = f"{sm.mlp_out_module} output" + (" (post-MLP norm, what is added to the stream)" if sm.post_mlp_norm else "")
-    hook_sites = ("; ".join(f"{s.site}={s.describe()}" for s in _hf_layer_sites(sm, "{l}", mlp_in))
-                  + "; attn_out=resid_mid-resid_pre")
-    return _Target(model, len(layers), sites, derive_attn_out=True, mlp_out_site=mlp_site, hook_sites=hook_sites)
+    derived = "resid_mid=resid_pre+attn_out (parallel block)" if sm.parallel else "attn_out=resid_mid-resid_pre"
+    hook_sites = "; ".join(f"{s.site}={s.describe()}" for s in _hf_layer_sites(sm, "{l}", mlp_in)) + "; " + derived
+    return _Target(model, len(layers), sites, derive_attn_out=not sm.parallel, mlp_out_site=mlp_site,
+                   hook_sites=hook_sites, derive_resid_mid=sm.parallel)
 
 
 def _hf_layer_sites(sm: Any, layer: int | str, mlp_in: bool = False) -> list[_Site]:
-    """Layer input = resid_pre; input of the MLP's input norm = resid_mid; [input of the MLP = mlp_in, the
-    normalised stream it reads]; output of the MLP (or of the post-MLP norm, Gemma) = mlp_out; layer
+    """Layer input = resid_pre; input of the MLP's input norm (of the MLP itself, post-norm) = resid_mid, or, in a
+    parallel block, output of attention = attn_out (resid_mid is derived); [input of the MLP = mlp_in, the
+    normalised stream it reads]; output of the MLP (or of the post-MLP norm, Gemma, OLMo-2) = mlp_out; layer
     output = resid_post (see interp.hf.SiteMap). Forward order."""
-    return [_Site("resid_pre", f"{sm.layers}.{layer}", "input"),
-            _Site("resid_mid", f"{sm.layers}.{layer}.{sm.mlp_input_norm}", "input"),
-            *([_Site("mlp_in", f"{sm.layers}.{layer}.{sm.mlp}", "input")] if mlp_in else []),
-            _Site("mlp_out", f"{sm.layers}.{layer}.{sm.mlp_out_module}", "output"),
-            _Site("resid_post", f"{sm.layers}.{layer}", "output")]
-
+    where = f"{sm.layers}.{layer}"
+    middle = (_Site("attn_out", f"{where}.{sm.attn_out_module}", "output") if sm.parallel
+              else _Site("resid_mid", f"{where}.{sm.resid_mid_module}", "input"))
+    return [_Site("resid_pre", where, "input"), middle,
+            *([_Site("mlp_in", f"{where}.{sm.mlp}", "input")] if mlp_in else []),
+            _Site("mlp_out", f"{where}.{sm.mlp_out_module}", "output"),
+            _Site("resid_post", where, "output")]
 
 
 def module_plan(backend: Backend, model: Any, mlp_in: bool = False) -> Plan:
@@ -95,4 +96,5 @@ def module_plan(backend: Backend, model: Any, mlp_in: bool = False) -> Plan:
         target = _hookpoint_target(model, mlp_in)
     else:
         target = _hf_target(_require_hf_source(model), mlp_in)
-    return Plan(backend, target, target.derive_attn_out, target.mlp_out_site, target.hook_sites, target.n_layers)
+    return Plan(backend, target, target.derive_attn_out, target.mlp_out_site, target.hook_sites, target.n_layers,
+                target.derive_resid_mid)
