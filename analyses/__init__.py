@@ -53,6 +53,8 @@ ANALYSES: list[str] = [
     "gain_vs_tokens",
     "rival_profiles",
     "novelty_block_styles",
+    "novelty_gpt2",
+    "pythia_over_training",
 ]
 
 REQUIRED_ATTRIBUTES = ("NAME", "OUTPUTS", "Config", "compute", "render")

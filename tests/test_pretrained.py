@@ -15,6 +15,7 @@ from torch import nn
 
 from interp import hf as pt
 from interp.hf import cache as hf_cache
+from interp._util.errors import InputError
 from interp._util.paths import CONFIG_FILE, WEIGHTS_FILE
 from interp.cli import models as cli_models
 from interp.hf import (
@@ -24,6 +25,7 @@ from interp.hf import (
     load_pretrained,
     site_map_for,
 )
+from tests import factories
 from tests.factories import tiny_hf, tiny_lm, word_tokenizer
 
 # --------------------------------------------------------------------------------------------------
@@ -109,7 +111,7 @@ IDS = torch.tensor([[1, 5, 9, 2, 33, 7]])
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
-@pytest.mark.parametrize("arch", sorted(pt.SITE_MAPS))
+@pytest.mark.parametrize("arch", sorted({*pt.SITE_MAPS, *factories._HF_CONFIGS}))  # ours + TL-derived
 def test_site_map_identities_on_tiny_models(arch):
     model = _tiny_model(arch)
     sites = site_map_for(model)
@@ -205,26 +207,27 @@ def test_local_hf_directory_loads(tmp_path, save_pretrained_dir):
 
 def test_hub_id_offline_fails_with_clear_message(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    with pytest.raises(OSError, match=r"not available offline.*local HF directory"):
+    with pytest.raises(InputError, match=r"not available offline.*local HF directory"):
         load_pretrained("someorg/some-model-that-is-not-cached")
-    with pytest.raises(OSError, match=r"not available offline"):
+    with pytest.raises(InputError, match=r"not available offline"):
         pt.load_tokenizer("someorg/some-model-that-is-not-cached")
 
 
 def test_hub_id_not_in_the_cache_is_never_asked_of_the_hub(monkeypatch):
-    """The local cache is asked first: a missing hub id never reaches from_pretrained (whose hub requests retry
-    for ~50 s without a network; tests/test_hf_loading_errors.py times it with HF_HUB_OFFLINE unset)."""
+    """Offline, the local cache is asked first: a missing hub id never reaches from_pretrained (whose hub requests
+    retry for ~50 s without a network); online downloads are tests/test_hub_models.py's."""
     import transformers
 
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     def reached(*_a, **_k):
         raise AssertionError("from_pretrained was called for a hub id that is not cached")
 
     for cls in (transformers.AutoTokenizer, transformers.AutoModelForCausalLM, transformers.AutoConfig):
         monkeypatch.setattr(cls, "from_pretrained", reached)
-    with pytest.raises(OSError, match=r"'someorg/not-cached' is not available offline.* not in the local Hugging "
-                                      r"Face cache"):
+    with pytest.raises(InputError, match=r"'someorg/not-cached' at revision 'main' is not available offline.* not in "
+                                         r"the local Hugging Face cache"):
         load_pretrained("someorg/not-cached")
-    with pytest.raises(OSError, match=r"not in the local Hugging Face cache"):
+    with pytest.raises(InputError, match=r"not in the local Hugging Face cache"):
         pt.load_tokenizer("someorg/not-cached")
 
 

@@ -59,8 +59,42 @@ def _first_weight(model: Any) -> Any:
     return next(inner.parameters(), torch.empty(0))
 
 
+DEVICE_MAPS = ("auto", "balanced", "balanced_low_0", "sequential")   # accelerate's placement strategies
+
+
+def parse_device_map(spec: str | dict | None) -> str | dict | None:
+    """--device-map: a strategy of DEVICE_MAPS, or a JSON object {module: device | "cpu" | "disk"}; InputError
+    naming the flag otherwise."""
+    import json
+
+    from interp._util.errors import InputError
+
+    if spec is None or isinstance(spec, dict) or spec in DEVICE_MAPS:
+        return spec
+    try:
+        parsed = json.loads(spec)
+    except (TypeError, ValueError):
+        parsed = None
+    if not isinstance(parsed, dict) or not parsed:
+        raise InputError(f"{spec!r} is not a device map", field="device_map",
+                         fix=f"use {', '.join(DEVICE_MAPS)}, or a JSON object such as "
+                             '\'{"model.embed_tokens": "cpu", "model.layers.1": "disk", ...}\'')
+    return parsed
+
+
 def model_device(model: Any) -> Any:
-    """Where a model computes: its first weight's torch.device (cpu without one; rows record this as `device`)."""
+    """Where a model computes: its first weight's torch.device (cpu without one; rows record this as `device`).
+    A model placed by a device map (accelerate's hf_device_map) takes its inputs where its first placed module sits
+    (a disk-offloaded one computes on the CPU)."""
+    import torch
+    from torch import nn
+
+    inner = model if isinstance(model, nn.Module) else getattr(model, "model", None)
+    placed = getattr(inner, "hf_device_map", None)
+    if isinstance(placed, dict) and placed:
+        first = next(iter(placed.values()))
+        return torch.device("cpu" if first in ("disk", "cpu") else f"cuda:{first}" if isinstance(first, int)
+                            else first)
     return _first_weight(model).device
 
 

@@ -16,6 +16,7 @@ TORCH_NAMES: dict[str, str] = {
     "fp32": "float32", "float32": "float32",
     "bf16": "bfloat16", "bfloat16": "bfloat16",
     "fp64": "float64", "float64": "float64",
+    "fp16": "float16", "float16": "float16",
 }
 # Not a precision but a choice made at run time (training: bf16 where the hardware has native bf16, else fp32).
 AUTO = "auto"
@@ -40,4 +41,7 @@ def torch_dtype(name: str) -> torch.dtype:
     return getattr(torch, TORCH_NAMES[name])
 
 
-__all__ = ["TORCH_NAMES", "AUTO", "dtype_names", "torch_dtype"]
+# the precisions a pretrained model may be loaded in (`--model-dtype`; "auto": the checkpoint's own)
+MODEL_DTYPES = dtype_names(AUTO, "float32", "bfloat16", "float16")
+
+__all__ = ["TORCH_NAMES", "AUTO", "MODEL_DTYPES", "dtype_names", "torch_dtype"]

@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from interp._util.config import comma_list, option
-from interp._util.devices import check_device_name, device_option
+from interp._util.devices import check_device_name, device_option, parse_device_map
 from interp._util.dtypes import dtype_names
 
 GROUPS = ("early", "middle", "late")
@@ -40,7 +40,9 @@ class AblationConfig:
     fp32 is the default because the smallest deltas (~0.01 nats) are near bf16's rounding noise; with
     dtype="bfloat16" the fp32 baseline is measured too and a >= 1% difference is reported."""
 
-    model: str = option("smollm2-135m", "registry name, HF dir, .gguf file or hub id")
+    model: str = option("smollm2-135m", "registry name, HF dir, .gguf file, hub id or TransformerLens name "
+                                        "(MODEL@REV for a revision), or one of our checkpoints")
+    revision: str | None = option(None, "a hub model's branch, tag or commit (also: MODEL@REV)")
     # None: held-out wiki split; a corpus name or a UTF-8 text file
     text: str | None = option(None, "corpus name (wiki, shakespeare) or UTF-8 text file; default: held-out wiki split")
     seq_len: int = option(128, "tokens per sequence")
@@ -68,6 +70,9 @@ class AblationConfig:
     attn_implementation: str = option("sdpa", "sdpa | eager (Hugging Face models)", choices=ATTN_IMPLEMENTATIONS)
     threads: int | None = option(None, "torch.set_num_threads (default: torch's)")
     device: str = device_option()
+    device_map: str | None = option(None, "place a model larger than one device through accelerate (auto, balanced, "
+                                    "balanced_low_0, sequential, or a JSON {module: device|cpu|disk}); not moved to "
+                                    "--device then", metavar="MAP")
     confidence: float = option(0.95, "level of the Student-t intervals")
     trust_remote_code: bool = option(False, "let a Hugging Face directory whose config.json has an auto_map run "
                                             "its own Python files (refused otherwise; never asked)")
@@ -79,6 +84,7 @@ class AblationConfig:
         if self.attn_implementation not in ATTN_IMPLEMENTATIONS:
             raise ValueError(f"attn_implementation={self.attn_implementation!r}: choose one of {ATTN_IMPLEMENTATIONS}")
         check_device_name(self.device)
+        parse_device_map(self.device_map)
         for name in ("seq_len", "score_sequences", "eval_sequences", "batch_size"):
             value = getattr(self, name)
             if not _is_int(value) or value < (2 if name == "seq_len" else 1):

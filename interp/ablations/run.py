@@ -14,6 +14,7 @@ from jaxtyping import Int
 from torch import Tensor
 
 from interp._util.dtypes import torch_dtype
+from interp._util.errors import InputError
 from interp._util.io import text_sha256
 from interp.ablations.conditions import Condition, ablated, build_conditions, removals
 from interp.ablations.config import DTYPE_NAMES, AblationConfig
@@ -72,15 +73,19 @@ def _load_sequences(cfg: AblationConfig, tokenizer: Any) -> _Sequences:
     return _Sequences(score, evals, source, text_sha256(text))
 
 
-def _load(spec: str, attn_implementation: str, trust_remote_code: bool = False) -> tuple[Any, Any]:
+def _load(spec: str, attn_implementation: str, trust_remote_code: bool = False,
+          revision: str | None = None, device_map: Any = None) -> tuple[Any, Any]:
     """(model, tokenizer) for any spec interp.hf.resolve_model accepts: a LoadedModel and its tokenizer, or
     one of our checkpoints (TaperedLM) and the tokenizer it was trained with."""
     from interp.hf import resolve_model
 
-    ref = resolve_model(spec, trust_remote_code=trust_remote_code)
+    ref = resolve_model(spec, trust_remote_code=trust_remote_code, revision=revision).fetched()
     if ref.kind == "checkpoint":   # sdpa and eager are the same math for a TaperedLM; anything else is refused
+        if device_map is not None:
+            raise InputError("a device map places Hugging Face models only; one of our checkpoints loads whole",
+                             path=ref.path, field="device_map", fix="drop --device-map, or use --device")
         return ref.load(attn_implementation=attn_implementation), ref.load_tokenizer()
-    loaded = ref.load(attn_implementation=attn_implementation)
+    loaded = ref.load(attn_implementation=attn_implementation, device_map=device_map)
     return loaded, loaded.tokenizer
 
 
@@ -131,8 +136,9 @@ def run_pretrained_ablation(cfg: AblationConfig, loaded: Any = None,
         torch.set_num_threads(int(cfg.threads))
     passed_in = loaded is not None
     if loaded is None:
-        loaded, tokenizer = _load(cfg.model, cfg.attn_implementation, cfg.trust_remote_code)
-        loaded = to_device(loaded, device)
+        loaded, tokenizer = _load(cfg.model, cfg.attn_implementation, cfg.trust_remote_code, cfg.revision,
+                                  cfg.device_map)
+        loaded = to_device(loaded, device) if cfg.device_map is None else loaded
     from interp.hf import check_fits
 
     check_fits(loaded, cfg.seq_len)   # beyond its context a model fails in its embedding, or runs blind
@@ -188,4 +194,8 @@ def run_pretrained_ablation(cfg: AblationConfig, loaded: Any = None,
     forward_dtype = amp if amp is not None else model_dtype(loaded)
     df["device"], df["hardware"] = str(ran_on), hardware_label(ran_on, dtype=forward_dtype)
     df["packages"] = versions_string()
-    return df.reindex(columns=list(COLUMNS))
+    df = df.reindex(columns=list(COLUMNS))
+    ref = getattr(loaded, "ref", None)
+    if ref is not None and ref.kind == "hub":   # which revision of a hub model, and the commit it resolved to
+        df["revision"], df["commit"] = ref.revision, ref.commit
+    return df

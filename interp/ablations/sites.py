@@ -52,6 +52,8 @@ def down_column_norms(down: nn.Module) -> Float[Tensor, "d_mlp"]:
     """||W_down[:, i]||_2 per neuron i: the length of the vector neuron i writes per unit activation; float32,
     or float64 for a float64 model (a reference check keeps its precision)."""
     weight = getattr(down, "weight", None)
+    if weight is not None and weight.device.type == "meta":   # offloaded by a device map: accelerate holds it
+        weight = down._hf_hook.weights_map["weight"]
     if weight is not None:
         weight = weight.detach().to(torch.promote_types(weight.dtype, torch.float32))
     if isinstance(down, nn.Linear):          # weight [d_model, d_mlp]

@@ -62,6 +62,10 @@ def main(argv: list[str] | None = None) -> int:
     command = " ".join(["interp", *(str(getattr(args, k)) for k in ("command",) if getattr(args, k, None))])
     try:
         cpu_kernels.check_at_start()  # a bad or ineffective INTERP_CPU_KERNELS fails before the command does anything
+        if getattr(args, "offline", False):
+            from interp._util.offline import set_offline
+
+            set_offline(True)
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
         print(f"{command}: interrupted", file=sys.stderr)

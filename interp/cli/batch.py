@@ -31,13 +31,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("batch", help="probe many checkpoints into one resumable table",
                                    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("paths", nargs="*", metavar="PATH",
-                        help="checkpoint dir, run dir, folder of runs, HF model dir or .gguf file")
+                        help="checkpoint dir, run dir, folder of runs, HF model dir, .gguf file, or a hub id / "
+                             "TransformerLens name (MODEL@REV; --revisions for a series)")
     parser.add_argument("--out", type=Path, default=Path("results/batch.parquet"),
                         help="merged table (parquet); parts go to OUT.parts/ (default results/batch.parquet)")
     # every option of `interp probe`, with the batch's own defaults (tokens 2048, seq_len 256)
     add_arguments(parser.add_argument_group(PROBE_GROUP), config.ProbeConfig, defaults=batch.PROBE_DEFAULTS)
     add_loader_arguments(parser)
     parser.add_argument("--checkpoints", default="all", metavar="all|final|S[,S]", help=CHECKPOINTS_HELP)
+    parser.add_argument("--revisions", default=None, metavar="R[,R]|A..B:K|all",
+                        help="a checkpoint series of each hub id among the PATHs: a list (step0,step1000), a range "
+                             "(step0..step143000:1000) or all (the repo's branches and tags); each row gets its step "
+                             "(and tokens) from the revision's name")
     parser.add_argument("--follow-symlinks", action="store_true",
                         help="follow symlinks that lead out of a PATH's tree (each directory is visited once)")
     parser.add_argument("--csv", action="store_true", help="also write OUT as CSV beside the parquet file")
@@ -57,7 +62,8 @@ def config_from_args(args: argparse.Namespace) -> BatchConfig:
     probe = config.ProbeConfig.build(default_probe_config(), **given_options(config.ProbeConfig, args))
     return BatchConfig(paths=list(args.paths), out=str(args.out), probe=probe, csv=args.csv,
                        progress=not args.no_progress, threads=args.threads, follow_symlinks=args.follow_symlinks,
-                       checkpoints=args.checkpoints, trust_remote_code=args.trust_remote_code)
+                       checkpoints=args.checkpoints, trust_remote_code=args.trust_remote_code,
+                       revision=args.revision, revisions=args.revisions)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -68,10 +74,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"[batch] merged {len(df)} rows from {batch.parts_dir(args.out)} into {args.out}")
         return _report_failed_rows(df)
     if args.dry_run:
-        for t in batch.select_checkpoints(batch.expand_paths(args.paths, follow_symlinks=args.follow_symlinks),
+        for t in batch.select_checkpoints(batch.expand_paths(args.paths, follow_symlinks=args.follow_symlinks,
+                                                             revision=args.revision, revisions=args.revisions),
                                           args.checkpoints):
             step = "" if t.step != t.step else f" step={int(t.step)}"
-            print(f"{t.kind:<10} {t.path}{f' run={t.run}' if t.run else ''}{step}")
+            commit = f" commit={t.commit[:12]}" if t.commit else ""
+            print(f"{t.kind:<10} {t.path}{f' run={t.run}' if t.run else ''}{step}{commit}")
         return 0
     result = batch.run_batch(config_from_args(args))
     print(f"[batch] rank {result.rank}/{result.world_size}: {len(result.analysed)} analysed, "

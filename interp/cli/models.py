@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
     if args.cache is not None:
         if not args.cache.strip():
             raise SystemExit("interp models: --cache needs a model name (`interp models` lists them)")
-        loaded = load_pretrained(args.cache, trust_remote_code=args.trust_remote_code)
+        loaded = load_pretrained(args.cache, trust_remote_code=args.trust_remote_code, revision=args.revision)
         t = loaded.timings
         print(f"{loaded.name}: {loaded.architecture}, {loaded.n_layers()} layers, from_cache={loaded.from_cache}, "
               f"model {t.get('model_s', 0):.2f} s, tokenizer {t.get('tokenizer_s', 0):.2f} s")

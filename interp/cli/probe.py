@@ -32,16 +32,31 @@ def thread_count(text: str) -> int:
     return value
 
 
-def add_loader_arguments(parser: argparse.ArgumentParser, threads: bool = True) -> None:
-    """--threads (0: torch's default) and --trust-remote-code (args.trust_remote_code), shared by every
-    command that loads a model (probe, batch, models, and any other entry point: pass the flag on to
-    interp.hf.resolve_model / load_pretrained / probe as trust_remote_code=)."""
+def add_loader_arguments(parser: argparse.ArgumentParser, threads: bool = True, revision: bool = True) -> None:
+    """--threads (0: torch's default), --trust-remote-code (args.trust_remote_code), --revision (args.revision)
+    and --offline, shared by every command that loads a model (probe, batch, models, and any other entry point:
+    pass the flags on to interp.hf.resolve_model / load_pretrained / probe as trust_remote_code= / revision=;
+    interp.cli.main applies --offline)."""
     from interp.hf.resolve import TRUST_REMOTE_CODE_FLAG
 
     if threads:
         parser.add_argument("--threads", type=thread_count, default=0,
                             help="torch.set_num_threads (default: torch's)")
     parser.add_argument(TRUST_REMOTE_CODE_FLAG, action="store_true", help=TRUST_REMOTE_CODE_HELP)
+    if revision:
+        parser.add_argument("--revision", default=None, metavar="REV",
+                            help=REVISION_HELP)
+    add_offline_argument(parser)
+
+
+REVISION_HELP = "a hub model's branch, tag or commit (also: MODEL@REV); a local model refuses it"
+OFFLINE_HELP = ("never ask the network (as HF_HUB_OFFLINE=1): hub models load from the Hugging Face cache, and one "
+                "that is not cached fails at once")
+
+
+def add_offline_argument(parser: argparse.ArgumentParser) -> None:
+    """--offline (args.offline), applied by interp.cli.main before the command runs."""
+    parser.add_argument("--offline", action="store_true", help=OFFLINE_HELP)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -50,7 +65,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("probe", help="layer-wise novelty probes (rho_mlp, rho_block, ...)",
                                    description=__doc__)
     parser.add_argument("--model", default="smollm2-135m",
-                        help="registry name, HF dir, .gguf file, hub id, or a checkpoint dir (runs/NAME)")
+                        help="registry name, HF dir, .gguf file, hub id or TransformerLens name (gpt2-small; "
+                             "MODEL@REV for a revision; downloaded where not cached), or a checkpoint dir (runs/NAME)")
     add_arguments(parser.add_argument_group(PROBE_GROUP), config.ProbeConfig)
     add_loader_arguments(parser)
     parser.add_argument("--out", type=Path, default=None,
@@ -66,8 +82,9 @@ def probe_config(args: argparse.Namespace) -> ProbeConfig:
     return dataclass_from_args(config.ProbeConfig, args)
 
 
-def default_out(model: str) -> Path:
-    label = re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(str(model)).name or str(model)).strip("_") or "model"
+def default_out(model: str, revision: str | None = None) -> Path:
+    model = f"{model}@{revision}" if revision else str(model)
+    label = re.sub(r"[^A-Za-z0-9_.@-]+", "_", Path(model).name or model).strip("_") or "model"
     return Path("results") / f"probe-{label}.parquet"
 
 
@@ -92,7 +109,7 @@ def format_summary(df: pd.DataFrame, metrics: tuple[str, ...] = SUMMARY_METRICS)
 def run(args: argparse.Namespace) -> int:
     from interp.probes.outputs import check_output
 
-    out = check_output(args.out if args.out is not None else default_out(args.model))  # before any work
+    out = check_output(args.out if args.out is not None else default_out(args.model, args.revision))  # before any work
     if args.csv and out.suffix != ".csv":
         check_output(out.with_suffix(".csv"), (".csv",), flag="--csv")
     cfg = probe_config(args).validate()
@@ -102,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
         import torch
 
         torch.set_num_threads(args.threads)
-    df = probe(args.model, config=cfg, trust_remote_code=args.trust_remote_code)
+    df = probe(args.model, config=cfg, trust_remote_code=args.trust_remote_code, revision=args.revision)
     timing = df.attrs.get("timing", {})
     first = df.iloc[0]
     print(f"[probe] {first['model']} backend={first['backend']} positions={first['positions']} "

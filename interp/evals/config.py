@@ -32,6 +32,8 @@ class EvalConfig:
     models: list[str] = option(default_factory=list, cli=False,
                                help="registry names, .gguf files, HF dirs, our checkpoints, run dirs or folders")
     checkpoints: str = option("all", CHECKPOINTS_HELP, metavar="all|final|S[,S]")
+    revision: str | None = option(None, "the revision of every hub model among the MODELs (branch, tag or commit; "
+                                        "also: MODEL@REV)", metavar="REV")
     tasks: str = option("paper", "comma-separated tasks or groups: paper (wiki_heldout + the 8 commonsense "
                         "tasks), commonsense, niah, or names such as piqa,hellaswag")
     limit: int | None = option(None, "score only the first N documents of each task (lm-eval's --limit; for "

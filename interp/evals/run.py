@@ -58,6 +58,7 @@ class EvalTarget:
     step: float = math.nan
     label: str = ""       # our checkpoints' config.json label ("uniform", "cosine 1.5->0.5")
     batch_target: Any = None   # interp.probes.batch.Target of a path (hashes its weights)
+    commit: str = ""      # a hub model's: the commit its revision resolved to
 
     def model_key(self) -> str:
         """What identifies the model: its weights' sha256 (cached) and, beside them, what picks its tokenizer
@@ -65,6 +66,8 @@ class EvalTarget:
         differently); a registry package's key; a hub id."""
         if self.kind == "registry":
             return f"registry:{self.spec}:{REGISTRY[self.spec].cache_key()}"
+        if self.kind == "hub":
+            return f"hub:{self.spec.rpartition('@')[0]}@{self.commit}"
         if self.batch_target is None:
             return f"{self.kind}:{self.spec}"
         from interp.probes.batch import file_sha256, weights_sha256
@@ -76,9 +79,10 @@ class EvalTarget:
                               ).hexdigest()
 
 
-def expand_targets(models: list[str], checkpoints: str = "all") -> list[EvalTarget]:
+def expand_targets(models: list[str], checkpoints: str = "all", revision: str | None = None) -> list[EvalTarget]:
     """The models that MODEL arguments stand for (module docstring), each once, in order; `checkpoints` picks
-    which checkpoints of each run (interp.probes.expand.select_checkpoints)."""
+    which checkpoints of each run (interp.probes.expand.select_checkpoints); `revision` applies to hub models
+    (a hub model is keyed by the commit its revision resolves to, so two revisions never share a row)."""
     from interp.hf.resolve import resolve_model
     from interp.probes.batch import expand_paths, select_checkpoints
 
@@ -92,8 +96,11 @@ def expand_targets(models: list[str], checkpoints: str = "all") -> list[EvalTarg
                                 str(t.path) if t.kind == "checkpoint" else "", t.run, t.step, t.label, t)
                      for t in expand_paths([spec])]
         else:
-            ref = resolve_model(spec)   # a hub id; anything else raises with the fix
-            found = [EvalTarget(spec, ref.kind, spec)]
+            from interp.probes.expand import hub_targets
+
+            found = [EvalTarget(f"{t.hub_id}@{t.revision}", "hub", spec if "@" in spec or not revision
+                                else f"{spec}@{revision}", run=t.hub_id, step=t.step, commit=t.commit)
+                     for t in hub_targets(spec, revision)]   # a hub id; anything else raises with the fix
         targets.extend(t for t in found if all(t.spec != s.spec for s in targets))
     kept = {t.path for t in select_checkpoints([t.batch_target for t in targets if t.batch_target], checkpoints)}
     return [t for t in targets if t.batch_target is None or t.batch_target.path in kept]
@@ -181,7 +188,7 @@ class EvalRunner:
 
             torch.set_num_threads(self.cfg.threads)
         os.environ.setdefault("DISABLE_MULTIPROC", "1")   # lm-eval's bootstrap: no process pool on shared cores
-        targets = expand_targets(self.cfg.models, self.cfg.checkpoints)
+        targets = expand_targets(self.cfg.models, self.cfg.checkpoints, self.cfg.revision)
         result = EvalResult(out=self.out)
         self.parts.mkdir(parents=True, exist_ok=True)
         with exclusive_lock(self.parts / ".lock", f"the eval table {self.out}"):
@@ -244,8 +251,9 @@ class EvalRunner:
         from interp._util.provenance import git_commit, hardware
         from interp.evals.data import data_source
 
+        hub = {"revision": target.spec.rpartition("@")[2], "commit": target.commit} if target.kind == "hub" else {}
         return {"model": target.model, "checkpoint": target.checkpoint, "run": target.run, "label": target.label,
-                "step": target.step,
+                "step": target.step, **hub,
                 "kind": target.kind, "task": task, "num_fewshot": self.cfg.num_fewshot,
                 "limit": self.cfg.limit if self.cfg.limit is not None else math.nan, "status": "ok", "error": "",
                 "data_source": "interp.evals.niah (generated)" if task in NIAH_VARIANTS else data_source(task),

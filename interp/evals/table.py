@@ -2,7 +2,7 @@
 the needle-in-a-haystack tasks), with stderr, n, provenance; the paper's 8-task average; merging parts.
 
 Columns (TABLE_COLUMNS): model, checkpoint, run, label (our checkpoints' config.json label, e.g. "uniform"),
-step, kind, task, metric, value, stderr, n, n_docs,
+step, revision and commit (a hub model's revision and the commit it resolved to; "" otherwise), kind, task, metric, value, stderr, n, n_docs,
 num_fewshot, limit, context_length, depth, status, error, task_version, data_source, data_sha256,
 lm_eval_version, versions, device (cpu, cuda:N: where the model ran), dtype (of the model's weights as
 evaluated; "" when it failed to load), batch_size (requests per forward: padding moves a score's last bits),
@@ -25,7 +25,7 @@ from interp.evals.tasks import PAPER_AVERAGE, PAPER_METRICS
 if TYPE_CHECKING:
     import pandas as pd
 
-TABLE_COLUMNS = ("model", "checkpoint", "run", "label", "step", "kind", "task", "metric", "value", "stderr", "n",
+TABLE_COLUMNS = ("model", "checkpoint", "run", "label", "step", "revision", "commit", "kind", "task", "metric", "value", "stderr", "n",
                  "n_docs", "num_fewshot", "limit", "context_length", "depth", "status", "error", "task_version",
                  "data_source", "data_sha256", "lm_eval_version", "versions", "device", "dtype", "batch_size", "hardware",
                  "git_commit", "key", "model_key", "elapsed_s")
@@ -141,7 +141,8 @@ def merge(out: str | Path, csv: bool = False) -> pd.DataFrame:
     frames = [pd.read_parquet(f) for f in files]
     df = pd.concat([f for f in frames if len(f)], ignore_index=True) if frames else frame([], {}).iloc[:0]
     df = df[df["task"] != PAPER_AVERAGE].reindex(columns=list(TABLE_COLUMNS))   # parts of older tables
-    df["label"] = df["label"].fillna("")
+    for column in ("label", "revision", "commit"):   # (revision, commit: a hub model's; absent in older parts)
+        df[column] = df[column].fillna("")
     average = paper_average(df)
     if len(average):
         df = pd.concat([df, average], ignore_index=True)

@@ -2,6 +2,9 @@
 the per-architecture adapter table, TL/nnsight wrappers.
 
     resolve.py    what a model spec is (the one resolver, for every entry point)
+    tl_adapters.py  SiteMaps derived from TransformerLens's own architecture adapters
+    attention.py  the attention implementation an architecture can run (sdpa, else eager, said once)
+    hub.py        the hub: TransformerLens names, revisions, snapshots (the one module that downloads)
     adapters.py   SiteMap per architecture (residual sites, MLP and its projections), unwrap(model),
                   context_length(model) / check_fits(model, n_tokens, field)
     registry.py   offline models shipped in pip packages (REGISTRY, available_models)
@@ -26,6 +29,13 @@ _EXPORTS = {
     'remote_code': 'resolve',
     'refuse_remote_code': 'resolve',
     'check_gguf': 'gguf_file',
+    'snapshot': 'hub',
+    'split_revision': 'hub',
+    'official_name': 'hub',
+    'step_of': 'hub',
+    'set_offline': 'hub',
+    'attention_for': 'attention',
+    'tl_architectures': 'tl_adapters',
     'SiteMap': 'adapters',
     'SITE_MAPS': 'adapters',
     'register_site_map': 'adapters',

@@ -2,8 +2,9 @@
 
 What a spec names is decided by interp.hf.resolve (the only resolver); this module loads each kind:
   registry / gguf   dequantize the GGUF to fp32 once, then read the cache (interp.hf.cache);
-  hf_dir / hub      AutoModelForCausalLM.from_pretrained, local files only: a hub id loads from the local
-                    Hugging Face cache or fails at once with the fix (never a download, never a retry);
+  hf_dir / hub      AutoModelForCausalLM.from_pretrained of a local folder: a hub model is first fetched into the
+                    Hugging Face cache by interp.hf.hub (downloaded where missing; HF_HUB_OFFLINE=1 reads the
+                    cache only, and one that is not cached fails at once with the fix), then read as its snapshot;
   checkpoint        refused: ours are TaperedLMs, loaded by interp.training.checkpoints (or ModelRef.load()).
 Every from_pretrained call gets trust_remote_code explicitly (the ModelRef's, False unless the caller passed
 trust_remote_code=True / --trust-remote-code), so transformers never prompts and never runs a directory's
@@ -12,7 +13,6 @@ Python files unasked; a GGUF file is checked for truncation before transformers 
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -22,9 +22,12 @@ from typing import Any
 import torch
 from torch import nn
 
+from interp._util.devices import parse_device_map
+from interp._util.dtypes import MODEL_DTYPES, torch_dtype
 from interp._util.errors import InputError, one_line
 from interp._util.io import file_fingerprint
 from interp._util.paths import CONFIG_FILE
+from interp.hf.attention import attention_for
 from interp.hf.adapters import SiteMap, layer_modules, site_map_for
 from interp.hf.export import register_tapered_llama
 from interp.hf.cache import _cache_path, _drop_quantization_state, _save_cache, _valid_cache
@@ -49,6 +52,7 @@ class LoadedModel:
     sites: SiteMap
     from_cache: bool = False          # weights read from the dequantized safetensors cache
     timings: dict[str, float] = field(default_factory=dict)  # {"model_s", "tokenizer_s", "total_s"}
+    ref: ModelRef | None = None       # what was loaded (a hub model's: with its revision and commit)
 
     def n_layers(self) -> int:
         return len(layer_modules(self))
@@ -114,9 +118,10 @@ def _check_config(where: str, trust_remote_code: bool) -> None:
                          path=Path(where) / CONFIG_FILE) from err
 
 
-def _from_pretrained(where: str, gguf_file: str | None, dtype: torch.dtype, attn_implementation: str,
-                     timings: dict[str, float], trust_remote_code: bool = False):
-    """Tokenizer and model from a directory / hub id (with gguf_file: dequantize that GGUF to fp32)."""
+def _from_pretrained(where: str, gguf_file: str | None, dtype: torch.dtype | str, attn_implementation: str,
+                     timings: dict[str, float], trust_remote_code: bool = False, device_map: DeviceMap = None):
+    """Tokenizer and model from a directory / hub id (with gguf_file: dequantize that GGUF to fp32); device_map
+    places the layers through accelerate (placement_options)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     register_tapered_llama()  # `interp export` folders load with the installed classes, never their code copy
@@ -127,8 +132,10 @@ def _from_pretrained(where: str, gguf_file: str | None, dtype: torch.dtype, attn
                                               local_files_only=True)
     timings["tokenizer_s"] = time.perf_counter() - start
     start = time.perf_counter()
+    # an architecture without an sdpa path (Gemma-2's soft-capped scores) falls back to eager, and says so
+    attn_implementation = attention_for(where if gguf_file is None else None, attn_implementation, trust_remote_code)
     options = dict(dtype=dtype, attn_implementation=attn_implementation, trust_remote_code=trust_remote_code,
-                   local_files_only=True)
+                   local_files_only=True, **placement_options(device_map, where))
     try:
         if gguf_file is None:
             # a directory: weights that are missing or do not fit config.json would be initialised at random
@@ -172,36 +179,9 @@ def _check_loading(where: str, info: dict[str, Any]) -> None:
                          "the model", path=where)
 
 
-def _hub_error(hub_id: str, err: Exception | None = None) -> OSError:
-    """The one error of a hub id that does not load: not in the local Hugging Face cache (err None: nothing was
-    tried), or cached but refused by transformers (err, its first line quoted)."""
-    from huggingface_hub import constants
-
-    offline = os.environ.get("HF_HUB_OFFLINE") or os.environ.get("TRANSFORMERS_OFFLINE")
-    where = (f"it is not in the local Hugging Face cache ({constants.HF_HUB_CACHE}) and interp never downloads"
-             if err is None else f"{type(err).__name__}: {(str(err).splitlines() or [''])[0][:200]}")
-    return OSError(
-        f"hub model {hub_id!r} is not available offline{' (HF_HUB_OFFLINE is set)' if offline else ''}: {where}; "
-        f"install a registered model (`interp models` lists them: {', '.join(REGISTRY)}) or pass a local HF "
-        "directory / .gguf path")
-
-
-def _require_cached(hub_id: str) -> None:
-    """OSError (_hub_error) at once when the hub id's config.json is not in the local Hugging Face cache: asking
-    the hub would only retry for ~50 s without a network and then fail the same way."""
-    from huggingface_hub import try_to_load_from_cache
-
-    try:
-        found = try_to_load_from_cache(hub_id, CONFIG_FILE)
-    except ValueError:  # not a valid repo id for huggingface_hub
-        found = None
-    if not isinstance(found, str):
-        raise _hub_error(hub_id)
-
-
 def _hf_source(ref: ModelRef) -> str:
-    """What from_pretrained reads for an hf_dir / hub ref."""
-    return str(ref.path.resolve()) if ref.kind == "hf_dir" else ref.spec
+    """The local folder from_pretrained reads for an hf_dir / hub ref (a hub ref fetched: its snapshot)."""
+    return str(ref.path.resolve())
 
 
 def tokenizer_of(ref: ModelRef) -> Any:
@@ -218,34 +198,61 @@ def tokenizer_of(ref: ModelRef) -> Any:
         file = _checked_gguf(gguf)
         return AutoTokenizer.from_pretrained(file.parent, gguf_file=file.name, trust_remote_code=False,
                                              local_files_only=True)
-    if ref.kind == "hub":
-        _require_cached(ref.spec)
-    try:
-        if ref.kind == "hf_dir":
-            _check_config(_hf_source(ref), ref.trust_remote_code)
-        return AutoTokenizer.from_pretrained(_hf_source(ref), trust_remote_code=ref.trust_remote_code,
-                                             local_files_only=True)
-    except InputError:
-        raise
-    except (OSError, ValueError) as err:
-        if ref.kind == "hub":
-            raise _hub_error(ref.spec, err) from err
-        raise
+    ref = ref.fetched()  # a hub model: its snapshot, downloaded where missing (interp.hf.hub)
+    _check_config(_hf_source(ref), ref.trust_remote_code)
+    return AutoTokenizer.from_pretrained(_hf_source(ref), trust_remote_code=ref.trust_remote_code,
+                                         local_files_only=True)
 
 
-def load_model(ref: ModelRef, dtype: torch.dtype = torch.float32, use_cache: bool = True,
-               attn_implementation: str = "eager") -> LoadedModel:
+DeviceMap = str | dict[str, Any] | None
+
+
+def placement_options(device_map: DeviceMap, where: str) -> dict[str, Any]:
+    """from_pretrained's device_map (an accelerate strategy of DEVICE_MAPS, or {module: device | "cpu" | "disk"})
+    and, when some layers may go to disk, an offload folder of their own under cache_dir("offload")."""
+    device_map = parse_device_map(device_map)
+    if device_map is None:
+        return {}
+    import hashlib
+
+    from interp._util.paths import cache_dir
+
+    folder = cache_dir("offload") / hashlib.sha256(str(where).encode()).hexdigest()[:16]
+    return {"device_map": device_map, "offload_folder": str(folder)}
+
+
+def torch_load_dtype(name: str) -> torch.dtype | str:
+    """The load precision of --model-dtype: "auto" (the checkpoint's own, transformers' dtype="auto"), else
+    torch.float32 / bfloat16 / float16."""
+    if name == "auto":
+        return "auto"
+    if name not in MODEL_DTYPES:
+        raise InputError(f"{name!r} is not a load precision", field="model_dtype", fix=f"use one of {MODEL_DTYPES}")
+    return torch_dtype(name)
+
+
+def load_model(ref: ModelRef, dtype: torch.dtype | str = torch.float32, use_cache: bool = True,
+               attn_implementation: str = "eager", device_map: DeviceMap = None) -> LoadedModel:
     """The LoadedModel of a resolved pretrained model (see load_pretrained)."""
     _pretrained_only(ref)
+    if isinstance(dtype, str):
+        dtype = torch_load_dtype(dtype)
     start = time.perf_counter()
     timings: dict[str, float] = {}
     from_cache = False
     if ref.kind in ("registry", "gguf"):
         gguf = _gguf(ref)
         path = gguf.cache_path()
+        gguf_dtype = torch.float32 if dtype == "auto" else dtype   # a GGUF's dequantized weights are fp32
+        if device_map is not None and not _valid_cache(path):   # placed layers are read from the fp32 cache
+            if not use_cache:
+                raise InputError("a device map reads a GGUF model from its dequantized cache", field="device_map",
+                                 fix="drop use_cache=False, or the device map")
+            load_model(ref, use_cache=True, attn_implementation=attn_implementation)   # writes the cache
         if use_cache and _valid_cache(path):
             source = str(path)
-            model, tokenizer = _from_pretrained(source, None, dtype, attn_implementation, timings)
+            model, tokenizer = _from_pretrained(source, None, gguf_dtype, attn_implementation, timings,
+                                                device_map=device_map)
             from_cache = True
         else:
             file = _checked_gguf(gguf)
@@ -255,41 +262,34 @@ def load_model(ref: ModelRef, dtype: torch.dtype = torch.float32, use_cache: boo
             _drop_quantization_state(model)
             if use_cache:
                 _save_cache(model, tokenizer, path, origin={"gguf": str(file), "key": path.name})
-            model = model.to(dtype)
+            model = model.to(gguf_dtype)
             source = str(file)
-    else:  # local HF directory or hub id
+    else:  # a local HF directory, or a hub model's snapshot (downloaded where missing: interp.hf.hub)
+        ref = ref.fetched()
         source = _hf_source(ref)
-        if ref.kind == "hub":
-            _require_cached(source)
-        try:
-            if ref.kind == "hf_dir":
-                _check_config(source, ref.trust_remote_code)
-            model, tokenizer = _from_pretrained(source, None, dtype, attn_implementation, timings,
-                                                ref.trust_remote_code)
-        except InputError:  # named the field already (attn_implementation, a weight that does not fit)
-            raise
-        except (OSError, ValueError) as err:
-            if ref.kind == "hub":
-                raise _hub_error(source, err) from err
-            raise
+        _check_config(source, ref.trust_remote_code)
+        model, tokenizer = _from_pretrained(source, None, dtype, attn_implementation, timings, ref.trust_remote_code,
+                                            device_map)
     model.eval()
     # GGUF-loaded configs lack `architectures`; TransformerBridge (Gemma3) reads it to pick an adapter.
     model.config.architectures = [type(model).__name__]
     timings["total_s"] = time.perf_counter() - start
     return LoadedModel(model=model, tokenizer=tokenizer, name=ref.spec, source=source,
                        architecture=type(model).__name__, sites=site_map_for(model),
-                       from_cache=from_cache, timings=timings)
+                       from_cache=from_cache, timings=timings, ref=ref)
 
 
-def load_tokenizer(name_or_path: str = DEFAULT_MODEL, trust_remote_code: bool = False) -> Any:
+def load_tokenizer(name_or_path: str = DEFAULT_MODEL, trust_remote_code: bool = False,
+                   revision: str | None = None) -> Any:
     """The tokenizer `load_pretrained(name_or_path)` would return, without loading the weights (so callers
     can check a text is long enough before paying for the model). Reads the cache when it is valid."""
-    return tokenizer_of(resolve_model(name_or_path, trust_remote_code=trust_remote_code))
+    return tokenizer_of(resolve_model(name_or_path, trust_remote_code=trust_remote_code, revision=revision))
 
 
-def load_pretrained(name_or_path: str = DEFAULT_MODEL, dtype: torch.dtype = torch.float32,
+def load_pretrained(name_or_path: str = DEFAULT_MODEL, dtype: torch.dtype | str = torch.float32,
                     use_cache: bool = True, attn_implementation: str = "eager",
-                    trust_remote_code: bool = False) -> LoadedModel:
+                    trust_remote_code: bool = False, revision: str | None = None,
+                    device_map: DeviceMap = None) -> LoadedModel:
     """Load a pretrained causal LM offline, in eval mode: a registry name, a .gguf file (or a folder with
     one), a Hugging Face directory or a hub id (interp.hf.resolve_model decides which).
 
@@ -300,12 +300,17 @@ def load_pretrained(name_or_path: str = DEFAULT_MODEL, dtype: torch.dtype = torc
         and nnsight see bit-identical activations; pass "sdpa" for speed when only one backend is used. One that
         cannot be used here (flash_attention_2 without flash-attn, flex_attention on GPT-2) is an InputError naming
         the field and the fix, not transformers' ImportError.
-    A hub id is read from the local Hugging Face cache only: one that is not cached fails at once (OSError with
-    the fix), never after the hub's network retries; nothing is ever downloaded.
+    A hub id (or TransformerLens name, "MODEL@REV", or revision=) is downloaded into the Hugging Face cache where
+    missing (interp.hf.hub); with HF_HUB_OFFLINE=1 one that is not cached fails at once (InputError with the fix).
+    dtype: the load precision: a torch dtype, or "auto" | "float32" | "bfloat16" | "float16" ("auto": the
+        checkpoint's own, as transformers' dtype="auto"; a GGUF model dequantizes to float32).
+    device_map: place the layers through accelerate, for a model larger than one device: "auto", "balanced",
+        "balanced_low_0", "sequential", or {module: device | "cpu" | "disk"} (disk-offloaded layers are read from a
+        folder under cache_dir("offload")); the model is then not moved to --device.
     Thread count is the caller's business (torch.set_num_threads); nothing here changes it.
     trust_remote_code: allow a Hugging Face directory whose config names its own Python code (auto_map) to
         run it; refused by default, with the reason (interp.hf.resolve.refuse_remote_code).
     Our own checkpoints are refused with the fix (resolve_model(path).load() loads every kind).
     """
-    return load_model(resolve_model(name_or_path, trust_remote_code=trust_remote_code), dtype=dtype, use_cache=use_cache,
-                      attn_implementation=attn_implementation)
+    return load_model(resolve_model(name_or_path, trust_remote_code=trust_remote_code, revision=revision), dtype=dtype,
+                      use_cache=use_cache, attn_implementation=attn_implementation, device_map=device_map)

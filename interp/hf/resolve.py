@@ -10,8 +10,10 @@ Kinds, decided in this order:
   checkpoint  one of our directories: config.json says so (interp_format marker; older checkpoints: a
               "model" dict with d_mlp and no Hugging Face fields; see interp.training.checkpoints)
   hf_dir      a Hugging Face directory: config.json with model_type / architectures (save_pretrained)
-  hub         "org/name": loaded from the local Hugging Face cache only (interp never downloads); one missing
-              from the cache fails at once with a clear message (no network retries)
+  hub         "org/name" (or a TransformerLens name such as gpt2-small / pythia-70m, through TransformerLens's own
+              table), at a revision ("MODEL@REV" or revision=): fetched by interp.hf.hub into the Hugging Face cache
+              (downloaded where missing, as transformers does; HF_HUB_OFFLINE=1 reads the cache only), then read
+              as a local Hugging Face directory (ModelRef.fetched)
 A directory is never classified by its file names alone: a save_pretrained directory has config.json and
 model.safetensors too.
 
@@ -42,6 +44,7 @@ EXPORT_MODEL_TYPE = "tapered_llama"  # its modeling code ships with interp (inte
 EXPORT_MODEL_TYPES = (EXPORT_MODEL_TYPE, "tapered_gpt2")  # every `interp export` model_type (interp.hf.export.STYLES)
 TRUST_REMOTE_CODE_FLAG = "--trust-remote-code"
 _HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")
+_HUB_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*(/[A-Za-z0-9][A-Za-z0-9_.-]*)?$")  # what may be a TL name
 
 
 class ModelResolutionError(ValueError):
@@ -56,10 +59,15 @@ class ModelRef:
     kind: str             # one of KINDS
     path: Path | None     # the file or directory (None for registry names and hub ids)
     trust_remote_code: bool = False   # passed to every from_pretrained call (never None: no prompt)
+    hub_id: str = ""      # kind "hub": the repo id (a TransformerLens alias resolved)
+    revision: str | None = None   # kind "hub": the revision asked for (None: main)
+    commit: str = ""      # kind "hub", once fetched: the commit sha the revision resolved to
 
     @property
     def label(self) -> str:
         """Short name for tables: the registry name / hub id as given, else the file or directory name."""
+        if self.kind == "hub":
+            return self.hub_id
         if self.path is None:
             return self.spec
         return self.path.stem if self.kind == "gguf" else self.path.name
@@ -68,6 +76,18 @@ class ModelRef:
     def checkpoint(self) -> str:
         """The `checkpoint` column of result tables: our checkpoint's path as given, "" otherwise."""
         return self.spec if self.kind == "checkpoint" else ""
+
+    def fetched(self) -> ModelRef:
+        """This ref with its files on the local disk: a hub model's snapshot (downloaded where missing; path and
+        commit set, its remote code refused unless trusted); every other kind as it is."""
+        if self.kind != "hub" or self.path is not None:
+            return self
+        from interp.hf import hub
+
+        snap = hub.snapshot(self.hub_id, self.revision)
+        if not self.trust_remote_code:
+            refuse_remote_code(snap.path)
+        return dataclasses.replace(self, path=snap.path, commit=snap.commit, revision=snap.revision)
 
     def load_tokenizer(self) -> Any:
         """The tokenizer load() pairs with the model, without loading weights."""
@@ -102,13 +122,23 @@ class ModelRef:
         return load_model(self, **kwargs)
 
 
-def resolve_model(spec: str | Path, trust_remote_code: bool = False) -> ModelRef:
-    """The ModelRef for a registry name, .gguf file, checkpoint or HF directory, or hub id.
+def resolve_model(spec: str | Path, trust_remote_code: bool = False, revision: str | None = None) -> ModelRef:
+    """The ModelRef for a registry name, .gguf file, checkpoint or HF directory, or hub id (at a revision:
+    "MODEL@REV" or revision=; nothing is downloaded yet, see ModelRef.fetched).
 
     Raises FileNotFoundError for a path that does not exist, ModelResolutionError (a ValueError) for one
-    that holds nothing loadable or (without trust_remote_code) a Hugging Face directory with custom code,
-    ModuleNotFoundError for a registry model whose package is missing."""
+    that holds nothing loadable or (without trust_remote_code) a Hugging Face directory with custom code, or for
+    a revision given with anything but a hub model; ModuleNotFoundError for a registry model whose package is
+    missing."""
     ref = _resolve(spec)
+    if ref.kind == "hub" and revision:
+        if ref.revision and ref.revision != revision:
+            raise ModelResolutionError(f"{spec}: names revision {ref.revision!r} but revision={revision!r} was "
+                                       "given too; give one")
+        ref = dataclasses.replace(ref, revision=revision)
+    elif revision:
+        raise ModelResolutionError(f"{spec}: a revision ({revision!r}) applies to hub models only; this is a "
+                                   f"{ref.kind.replace('_', ' ')} (drop --revision, or name a hub id)")
     if ref.kind == "hf_dir" and not trust_remote_code:
         refuse_remote_code(ref.path)
     return dataclasses.replace(ref, trust_remote_code=trust_remote_code)
@@ -135,12 +165,29 @@ def _resolve(spec: str | Path) -> ModelRef:
         return ModelRef(text, classify_dir(path), path)
     if text.endswith(GGUF_SUFFIX) or text.startswith((".", "/", "~")) or text.count("/") > 1:
         raise FileNotFoundError(f"{text}: no such file or directory")
-    if _HUB_ID.match(text):
-        return ModelRef(text, "hub", None)
+    name, revision = _split_hub(text)
+    if _HUB_ID.match(name):
+        return ModelRef(text, "hub", None, hub_id=name, revision=revision)
+    from interp.hf.hub import official_name
+
+    official = official_name(name) if _HUB_NAME.match(name) else None
+    if official is not None:
+        return ModelRef(text, "hub", None, hub_id=official, revision=revision)
     raise ModelResolutionError(
         f"unknown model {text!r}: not a registry name ({', '.join(REGISTRY)}), not an existing path (one of our "
-        f"checkpoint directories, a Hugging Face directory with {CONFIG_FILE}, or a {GGUF_SUFFIX} file) and not "
-        "a hub id 'org/name'. `interp models` lists the installed models.")
+        f"checkpoint directories, a Hugging Face directory with {CONFIG_FILE}, or a {GGUF_SUFFIX} file), not a "
+        "hub id 'org/name[@revision]' and not a TransformerLens model name (gpt2-small, pythia-70m, ...). "
+        "`interp models` lists the installed models.")
+
+
+def _split_hub(text: str) -> tuple[str, str | None]:
+    """A hub spec's (name, revision) ("org/name@rev"); ModelResolutionError for an empty part."""
+    from interp.hf.hub import split_revision
+
+    try:
+        return split_revision(text)
+    except ValueError as err:
+        raise ModelResolutionError(str(err)) from None
 
 
 def classify_dir(path: Path) -> str:

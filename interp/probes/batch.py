@@ -13,7 +13,8 @@ Resuming: every checkpoint's rows are written atomically to OUT.parts/<key>.parq
 results/batch.parquet -> results/batch.parts/), where key = <sha256 of the weights>-<settings hash>-<sha256
 of the other files that define the model> (expand.definition_sha256: a checkpoint's config.json and
 tokenizer, an HF directory's config, tokenizer and code files; a GGUF file has none, so its key has two
-parts). A key whose part exists is skipped, so a killed batch resumes where it stopped, and identical models
+parts; a hub revision's key is <its commit sha>-<settings hash>-hub, known without a download). A key whose part
+exists is skipped, so a killed batch resumes where it stopped, and identical models
 at two paths (a copied checkpoint) are analysed once: the table keeps the first path; a checkpoint whose
 config.json differs from an analysed one with the same weights is another model, analysed (or reported
 failed) on its own. Parts written before the key covered the definition (<weights>-<settings> for a
@@ -80,6 +81,7 @@ __all__ = ["BatchConfig", "Target", "BatchResult", "BatchRunner", "run_batch", "
            "weights_sha256", "definition_sha256", "parts_dir", "merge_parts", "shard", "BATCH_COLUMNS", "KINDS"]
 
 FAILED_PREFIX = "failed-"
+HUB_KEY = "hub"   # the third part of a hub revision's key, <commit>-<settings>-hub: its commit defines every file
 # Columns the batch puts in front of the probe table's own (interp.probes.TABLE_COLUMNS).
 BATCH_COLUMNS = ("path", "kind", "run", "label", "step", "status", "error", "key", "weights_sha256",
                  "settings_hash")
@@ -95,7 +97,8 @@ SORT_COLUMNS = ("run", "step", "path", "metric", "layer")
 PROBE_DEFAULTS = {"tokens": 2048, "seq_len": 256}
 # ProbeConfig fields added after batch tables were first written: they enter the settings hash only when
 # set, so the parts of earlier tables keep their keys (and are still skipped).
-LATER_SETTINGS = {"reference": "raw", "exclude_massive_dims": None, "causal": False, "device": "cpu"}
+LATER_SETTINGS = {"reference": "raw", "exclude_massive_dims": None, "causal": False, "device": "cpu",
+                  "model_dtype": "float32", "device_map": None}
 # Columns whose absence marks a part written before its rows' numbers changed meaning: ci_method came with the
 # sequence-level CIs (2026-12-03; before, ci_low/ci_high and sem were per-token). Such a part is recomputed.
 PART_FORMAT = ("ci_method",)
@@ -121,6 +124,8 @@ class BatchConfig:
     follow_symlinks: bool = False         # follow symlinks out of a PATH's tree (each directory once anyway)
     checkpoints: str = "all"              # which checkpoints of each run (interp.probes.expand.CHECKPOINTS_HELP)
     trust_remote_code: bool = False       # let HF dirs with an auto_map run their own code (a loader option)
+    revision: str | None = None           # the revision of every hub id among the paths (else MODEL@REV, or main)
+    revisions: str | None = None          # a checkpoint series of each hub id: "a,b", "step0..step3000:1000", "all"
 
     def __post_init__(self) -> None:
         self.paths = [str(p) for p in self.paths]
@@ -380,6 +385,8 @@ class BatchRunner:
         columns = {"path": str(target.path), "kind": target.kind, "run": target.run, "label": target.label,
                    "step": target.step, "status": status, "error": error, "key": key,
                    "weights_sha256": weights, "settings_hash": settings}
+        if target.kind == "hub":   # the revision, the commit it resolved to, and the tokens its name carries
+            columns.update(revision=target.revision, commit=target.commit, tokens=target.tokens)
         df = probe_df.copy() if probe_df is not None else pd.DataFrame(index=[0])
         for name, value in columns.items():
             df[name] = value
@@ -391,7 +398,11 @@ class BatchRunner:
         options = {"tokenizer": tokenizer} if tokenizer is not None else {}
         if self.cfg.trust_remote_code:
             options["trust_remote_code"] = True
-        df = probe_run.probe(str(target.path), config=self.cfg.probe, **options)
+        if target.kind == "hub":   # fetched (downloaded where missing) at its revision; weights hashed once there
+            df = probe_run.probe(target.hub_id, config=self.cfg.probe, revision=target.revision, **options)
+            weights = str(df["weights_sha256"].iloc[0])
+        else:
+            df = probe_run.probe(str(target.path), config=self.cfg.probe, **options)
         timing = df.attrs.get("timing", {})
         rows = self._rows(target, key, weights, settings, probe_df=df)
         rows.attrs["timing"] = timing
@@ -405,8 +416,9 @@ class BatchRunner:
             torch.set_num_threads(cfg.threads)
         from interp.probes.text import load_text
 
-        targets = select_checkpoints(expand_paths(cfg.paths, follow_symlinks=cfg.follow_symlinks),  # a bad PATH
-                                     cfg.checkpoints)                                               # fails first
+        targets = select_checkpoints(expand_paths(cfg.paths, follow_symlinks=cfg.follow_symlinks,  # a bad PATH
+                                                  revision=cfg.revision, revisions=cfg.revisions),  # fails first
+                                     cfg.checkpoints)
         text, _ = load_text(cfg.probe.text)
         settings = settings_hash(cfg.settings(text_sha256(text), _tokenizer_sha256(cfg.probe.tokenizer)))
         del text
@@ -459,9 +471,13 @@ class BatchRunner:
             for target in mine:
                 weights, key = "", ""
                 try:
-                    weights = weights_sha256(target)
-                    definition = definition_sha256(target)
-                    key = part_key(weights, settings, definition)
+                    if target.kind == "hub":   # keyed by its commit: known before anything is downloaded
+                        definition = ""
+                        key = part_key(target.commit, settings, HUB_KEY)
+                    else:
+                        weights = weights_sha256(target)
+                        definition = definition_sha256(target)
+                        key = part_key(weights, settings, definition)
                     part = self.parts / f"{key}.parquet"
                     if part.is_file() and _current(part):
                         result.skipped.append(str(target.path))

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from interp._util.config import option, reject_unknown_keys
-from interp._util.devices import check_device_name, device_option
+from interp._util.devices import check_device_name, device_option, parse_device_map
+from interp._util.dtypes import MODEL_DTYPES
 from interp.probes.names import (
     ALL_METRIC_NAMES,
     BACKENDS,
@@ -49,7 +50,9 @@ def parse_exclude_dims(spec: str) -> int | list[int]:
 class ProbeConfig:
     """What to probe over and how: the text, the token plan, the backend and the metric math."""
 
-    text: str | None = option(None, "text file, or a corpus name (wiki, shakespeare); default: held-out wiki split")
+    text: str | None = option(None, "text file, a corpus name (wiki, shakespeare), or a hub dataset: "
+                              "hf:DATASET[:CONFIG[:SPLIT[:COLUMN]]] or wikitext-2 (the paper's: wikitext-2-raw-v1 test; "
+                              "streamed); default: held-out wiki split")
     tokens: int = option(16384, "model positions to run, rounded down to a multiple of --seq-len")
     seq_len: int = option(512, "positions per sequence, BOS included")
     batch_size: int = option(4, "sequences per forward")
@@ -57,8 +60,13 @@ class ProbeConfig:
     positions: str = option("skip_first", "skip_first: position 0 of each sequence (the attention sink) is left "
                             "out; all: every position", choices=POSITIONS)
     prepend_bos: bool = option(False, "start every sequence with BOS")
-    dtype: str = option("float32", "precision of the metric math (the model runs in its own dtype)",
+    dtype: str = option("float32", "precision of the metric math (the model runs in --model-dtype)",
                         choices=DTYPE_NAMES)
+    model_dtype: str = option("float32", "precision a pretrained model is loaded in (auto: the checkpoint's own; "
+                              "a GGUF model dequantizes to float32; ours are cast)", choices=MODEL_DTYPES)
+    device_map: str | None = option(None, "place a model larger than one device through accelerate: auto, balanced, "
+                                    "balanced_low_0, sequential, or a JSON object {module: device|cpu|disk}; each "
+                                    "layer's metric is computed on its device", metavar="MAP")
     metrics: tuple[str, ...] = option(METRIC_NAMES, f"subset of {', '.join(ALL_METRIC_NAMES)}", metavar="M[,M]")
     reference: str = option("raw", "normed: also rho_mlp_normed, the cosine with the MLP's normalised input",
                             choices=REFERENCES)
@@ -85,7 +93,7 @@ class ProbeConfig:
         with_reference(self.metrics, self.reference)
         exclusion_request(self.exclude_massive_dims)
         for name, value, allowed in (("backend", self.backend, BACKENDS), ("positions", self.positions, POSITIONS),
-                                     ("dtype", self.dtype, DTYPE_NAMES)):
+                                     ("dtype", self.dtype, DTYPE_NAMES), ("model_dtype", self.model_dtype, MODEL_DTYPES)):
             if value not in allowed:
                 raise ValueError(f"{name}={value!r}: choose one of {allowed}")
         if self.tokenizer is not None and not isinstance(self.tokenizer, str):
@@ -94,6 +102,7 @@ class ProbeConfig:
         if self.text is not None and not isinstance(self.text, str):
             raise ValueError(f"text={self.text!r}: a text file path, a corpus name, or None (held-out wiki)")
         check_device_name(self.device)
+        parse_device_map(self.device_map)
         if isinstance(self.eps, bool) or not isinstance(self.eps, int | float) or not 0 < self.eps < math.inf:
             raise ValueError(f"eps={self.eps!r}: a positive finite floor for |a||b| (default {DEFAULT_EPS})")
         sequence_plan(self.tokens, self.seq_len, self.batch_size, self.prepend_bos)

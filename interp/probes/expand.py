@@ -21,6 +21,11 @@ PATH expansion (expand_paths), applied to each PATH in order:
   * any other folder                       -> every run / checkpoint / HF dir / .gguf below it, in sorted
                                               path order; a match is not searched further, hidden folders
                                               and `*.parts` folders are skipped
+  * a hub id or TransformerLens name      -> that model at one revision (MODEL@REV, `--revision`, else main), or at
+    (not an existing path)                  every revision of `--revisions` (a list, a range step0..step3000:1000,
+                                              or all: interp.hf.hub.revisions), each a target of kind "hub" whose
+                                              path is MODEL@REV, with the step (and tokens) its name carries
+                                              (interp.hf.hub.step_of); its files are downloaded when it is probed
   A path reached twice is analysed once. A PATH that does not exist, or holds nothing to analyse, is an
   error before anything runs.
   Which checkpoints of a run (select_checkpoints, `--checkpoints`): all (the default), final (each run's last
@@ -49,6 +54,7 @@ from pathlib import Path
 from typing import Any
 
 from interp._util.dist import env_rank
+from interp._util.errors import InputError
 from interp._util.io import cached_file_sha256, read_json
 from interp._util.paths import CONFIG_FILE, WEIGHTS_FILE, cache_dir
 from interp.hf.registry import REGISTRY
@@ -58,7 +64,7 @@ __all__ = ["Target", "expand_paths", "select_checkpoints", "parse_checkpoints", 
            "weights_sha256", "ref_weights_sha256", "definition_sha256", "KINDS", "GGUF_SUFFIX", "PARTS_SUFFIX",
            "STEP_DIR", "HF_WEIGHT_PATTERNS"]
 
-KINDS = ("checkpoint", "hf_dir", "gguf")
+KINDS = ("checkpoint", "hf_dir", "gguf")   # what a path on disk can be (a hub target's kind is "hub")
 GGUF_SUFFIX = ".gguf"
 PARTS_SUFFIX = ".parts"
 STEP_DIR = re.compile(r"step_(\d+)")
@@ -77,6 +83,13 @@ class Target:
     run: str = ""        # run directory name (ours), "" for pretrained models
     step: float = math.nan   # config.json `step` of a step checkpoint, NaN otherwise
     label: str = ""      # config.json `label` of our checkpoints ("uniform", "cosine 1.5->0.5")
+    revision: str = ""   # kind "hub": the revision name, and the commit it resolved to when expanded
+    commit: str = ""
+    tokens: float = math.nan   # kind "hub": the training tokens the revision's name carries, NaN otherwise
+
+    @property
+    def hub_id(self) -> str:
+        return self.run if self.kind == "hub" else ""
 
     def weights_files(self) -> list[Path]:
         if self.kind == "gguf":
@@ -301,13 +314,36 @@ def select_checkpoints(targets: list[Target], checkpoints: str | tuple[str | int
     return [t for t in targets if t.kind != "checkpoint" or t.path in keep]
 
 
-def expand_paths(paths: list[str | Path], follow_symlinks: bool = False) -> list[Target]:
+def hub_targets(spec: str, revision: str | None = None, revisions: str | None = None) -> list[Target]:
+    """The targets of a hub id or TransformerLens name: one revision, or every one of a `--revisions` spec, each
+    with its commit (one request for the repo's refs; offline, the cache's)."""
+    from interp.hf import hub
+
+    ref = resolve_model(spec, revision=revision)
+    if ref.kind != "hub":
+        raise ValueError(f"{spec}: not a hub model")
+    if revisions and ref.revision:
+        raise InputError(f"{spec} names one revision and --revisions {revisions!r} many; give one of the two",
+                         field="--revisions")
+    commits = hub.revisions(ref.hub_id, revisions or ref.revision or "main")
+    found = []
+    for name, commit in commits.items():
+        step, tokens = hub.step_of(name)
+        found.append(Target(Path(f"{ref.hub_id}@{name}"), "hub", run=ref.hub_id, step=step, label=ref.hub_id,
+                            revision=name, commit=commit, tokens=tokens))
+    return found
+
+
+def expand_paths(paths: list[str | Path], follow_symlinks: bool = False, revision: str | None = None,
+                 revisions: str | None = None) -> list[Target]:
     """The models that PATHs stand for (rules in the module docstring), each once, in order. Symlinks
-    not followed are listed on stderr (rank 0). Filter them with select_checkpoints."""
+    not followed are listed on stderr (rank 0). Filter them with select_checkpoints. `revision` / `revisions`
+    apply to the hub ids among the PATHs; given without one, they are an InputError."""
     if not paths:
         raise ValueError("no PATH given: pass checkpoint dirs, run dirs, HF model dirs, .gguf files or folders")
     targets: list[Target] = []
     seen: set[Path] = set()
+    hub_given = False
     for raw in paths:
         path = Path(raw).expanduser()
         if not path.exists() and str(raw) in REGISTRY:  # a registry name: its GGUF file (same numbers; tested)
@@ -315,7 +351,12 @@ def expand_paths(paths: list[str | Path], follow_symlinks: bool = False) -> list
             path = REGISTRY[str(raw)].locate()
             found = [Target(path, "gguf", label=str(raw))]
         elif not path.exists():
-            raise FileNotFoundError(f"{raw}: no such file or directory (nor a registry model: {', '.join(REGISTRY)})")
+            try:
+                found = hub_targets(str(raw), revision, revisions)
+            except FileNotFoundError:
+                raise FileNotFoundError(f"{raw}: no such file or directory (nor a registry model: "
+                                        f"{', '.join(REGISTRY)}, nor a hub id)") from None
+            hub_given = True
         else:
             walk = _Walk(Path(os.path.realpath(path)), follow_symlinks)
             walk.visited.add(walk.root)
@@ -330,6 +371,10 @@ def expand_paths(paths: list[str | Path], follow_symlinks: bool = False) -> list
             if resolved not in seen:
                 seen.add(resolved)
                 targets.append(target)
+    if (revision or revisions) and not hub_given:
+        flag = "--revisions" if revisions else "--revision"
+        raise InputError("applies to hub models only, and no PATH is a hub id", field=flag,
+                         fix=f"drop {flag}, or name a hub id (e.g. EleutherAI/pythia-70m)")
     return targets
 
 
@@ -357,10 +402,12 @@ def weights_sha256(target: Target) -> str:
 
 
 def ref_weights_sha256(ref: Any) -> str:
-    """weights_sha256 of a resolved model (interp.hf.ModelRef): its weight file(s), a registry model's GGUF file;
-    "" for a hub id, whose files live in the hub's cache (the probe rows of a model object passed in have "" too)."""
+    """weights_sha256 of a resolved model (interp.hf.ModelRef): its weight file(s), a registry model's GGUF file, a
+    fetched hub model's snapshot files; "" for a hub id not fetched (and for the rows of a model object passed in)."""
     if ref.kind == "registry":
         return file_sha256(REGISTRY[ref.spec].locate())
+    if ref.kind == "hub" and ref.path is not None:   # fetched: its snapshot is a Hugging Face directory
+        return weights_sha256(Target(Path(ref.path), "hf_dir"))
     if ref.path is None or ref.kind not in KINDS:
         return ""
     path = Path(ref.path)

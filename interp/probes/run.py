@@ -79,7 +79,8 @@ def accumulate(model: Any, batches: Iterable[Tensor | dict], backend: str = "tor
         meta["excluded_dims"] = str(list(dims))
     lens = LogitLens.for_model(model, COMPUTE_DTYPES[dtype]) if set(LENS_METRICS) & set(metrics) else None
     acc = NoveltyAccumulator(plan.n_layers, metrics, COMPUTE_DTYPES[dtype], eps, derive_attn_out=plan.derive_attn_out,
-                             exclude_dims=dims, lens=lens, jackknife_groups=jackknife_groups)
+                             exclude_dims=dims, lens=lens, jackknife_groups=jackknife_groups,
+                             derive_resid_mid=plan.derive_resid_mid)
     acc.meta = meta
     plan.run(batches, acc, positions)
     return acc
@@ -98,6 +99,21 @@ def probe_model(model: Any, batches: Iterable[Tensor | dict], backend: str = "to
     return to_frame(acc, **{"model": _model_label(model), **columns})
 
 
+def load_placed(ref: Any, cfg: ProbeConfig, device: str) -> Any:
+    """The model of a resolved ref in cfg.model_dtype, on `device` or placed by cfg.device_map (accelerate; then
+    not moved). One of our checkpoints is cast (auto: as saved) and refuses a device map."""
+    from interp._util.dtypes import torch_dtype
+
+    if ref.kind == "checkpoint":
+        if cfg.device_map is not None:
+            raise InputError("a device map places Hugging Face models only; one of our checkpoints loads whole",
+                             path=ref.path, field="device_map", fix="drop --device-map, or use --device")
+        model = ref.load()
+        return to_device(model if cfg.model_dtype == "auto" else model.to(torch_dtype(cfg.model_dtype)), device)
+    model = ref.load(dtype=cfg.model_dtype, device_map=cfg.device_map)
+    return model if cfg.device_map is not None else to_device(model, device)
+
+
 def _check_vocab(ids: list[int], model: Any, tokenizer: Any) -> None:
     """InputError when the tokenizer gives ids the model has no embedding for (a tokenizer of another
     model; the forward would fail with a bare IndexError)."""
@@ -110,7 +126,7 @@ def _check_vocab(ids: list[int], model: Any, tokenizer: Any) -> None:
 
 
 def probe(model: Any = "smollm2-135m", text: str | Path | None = None, *, config: ProbeConfig | None = None,
-          trust_remote_code: bool = False, **options: Any) -> pd.DataFrame:
+          trust_remote_code: bool = False, revision: str | None = None, **options: Any) -> pd.DataFrame:
     """Per-layer novelty metrics of one model over held-out text, as a tidy long table (one row per
     layer and metric; columns: interp.probes.table.to_frame).
 
@@ -131,6 +147,8 @@ def probe(model: Any = "smollm2-135m", text: str | Path | None = None, *, config
     trust_remote_code: let a Hugging Face directory whose config.json names its own Python code (auto_map)
         run it; such a directory is refused otherwise (a loader option, not a probe setting: it is no
         ProbeConfig field and changes no number).
+    revision: a hub model's branch, tag or commit (or write "MODEL@REV"); its rows get `revision` and the
+        resolved `commit` beside weights_sha256.
     The table's attrs["timing"] holds load and probe seconds.
     """
     from interp import data, hf
@@ -161,12 +179,12 @@ def probe(model: Any = "smollm2-135m", text: str | Path | None = None, *, config
     checkpoint, ref = "", None
     start = time.perf_counter()
     if isinstance(model, str | Path):
-        ref = hf.resolve_model(model, trust_remote_code=trust_remote_code)
+        ref = hf.resolve_model(model, trust_remote_code=trust_remote_code, revision=revision).fetched()
         checkpoint = ref.checkpoint
         tok = tokenizer if tokenizer is not None else ref.load_tokenizer()
         ids = check_ids(tok)
-        model_obj = to_device(ref.load(), device)
-        label = ref.label if ref.kind == "checkpoint" else str(model)
+        model_obj = load_placed(ref, cfg, device)
+        label = ref.label if ref.kind in ("checkpoint", "hub") else str(model)
     else:
         model_obj = model
         tok = tokenizer if tokenizer is not None else getattr(model, "tokenizer", None)
@@ -189,9 +207,12 @@ def probe(model: Any = "smollm2-135m", text: str | Path | None = None, *, config
     # the weights' sha256 (a model given by name or path), once everything has been checked and measured: a bad
     # input writes nothing, not even the hash cache
     weights = ref_weights_sha256(ref) if ref is not None else ""
+    load_columns = {"revision": ref.revision, "commit": ref.commit} if ref is not None and ref.kind == "hub" else {}
+    if cfg.model_dtype != "float32" or cfg.device_map is not None:   # how it was loaded, where not the default
+        load_columns.update(model_dtype=cfg.model_dtype, device_map=str(cfg.device_map or ""))
     df = to_frame(acc, model=label, checkpoint=checkpoint, seq_len=cfg.seq_len, prepend_bos=cfg.prepend_bos,
                   text_source=text_source, text_sha256=text_sha256(text_str), weights_sha256=weights,
-                  tokenizer=tokenizer_label)
+                  **load_columns, tokenizer=tokenizer_label)
     if cfg.causal:  # the same model, tokens and positions: rows that join the correlational ones
         from interp.ablations.causal_table import add_causal_rows
 

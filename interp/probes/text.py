@@ -54,10 +54,14 @@ def token_batches(ids: Sequence[int] | Tensor, tokens: int, seq_len: int, batch_
 
 def load_text(text: str | Path | None) -> tuple[str, str]:
     """(text, label): None -> held-out wiki split; a corpus name (interp.data.CORPORA) -> its held-out
-    split; otherwise a path to a UTF-8 text file, read as `interp train --source` reads one
+    split; hf:DATASET[:CONFIG[:SPLIT[:COLUMN]]] or a named text (wikitext-2) -> that dataset split's text
+    (interp.data.hub_text, streamed); otherwise a path to a UTF-8 text file, read as `interp train --source` reads one
     (interp.data.read_text_file: strict UTF-8, a clear error naming the file and the fix otherwise)."""
     from interp import data
+    from interp.data.hub_text import hub_text, is_hub_text
 
+    if is_hub_text(text) and not Path(str(text)).exists():
+        return hub_text(str(text))
     if text is None or str(text) in data.CORPORA:
         source = "wiki" if text is None else str(text)
         return data.heldout_text(source, "val"), f"{source}:val"
@@ -65,7 +69,8 @@ def load_text(text: str | Path | None) -> tuple[str, str]:
     if not path.is_file():
         problem = ("is a folder" if path.is_dir() else "is not a regular file" if path.exists() else "no such file")
         raise FileNotFoundError(f"text={str(text)!r}: {problem}; pass a UTF-8 text file, a corpus name "
-                                f"{data.CORPORA} or None (held-out wiki)")
+                                f"{data.CORPORA}, a hub dataset (hf:DATASET[:CONFIG[:SPLIT[:COLUMN]]], wikitext-2) "
+                                "or None (held-out wiki)")
     return data.read_text_file(path, what="text"), str(path)
 
 
