@@ -49,7 +49,7 @@ from benchmarks.common import (
     begin,
     emit_result,
     finish,
-    interleave_orders,
+    interleave_batches,
     mem_available,
     paired_ratios,
     parse_args,
@@ -253,15 +253,8 @@ def interleaved_wall(model_name: str, size: dict, threads: int) -> tuple[dict[st
     accumulators = {}
     for name in OPT_IN:
         accumulators[name], variants[name] = streaming(loaded, OPT_IN[name])
-    times: dict[str, list[float]] = {name: [] for name in variants}
     with torch.no_grad():
-        for name in variants:  # warm-up
-            variants[name](batches[0][:1, :16])
-        for batch, order in zip(batches, interleave_orders(list(variants), len(batches)), strict=True):
-            for name in order:
-                start = time.perf_counter()
-                variants[name](batch)
-                times[name].append(time.perf_counter() - start)
+        times = interleave_batches(variants, batches)
     extra = {}
     for name, acc in accumulators.items():
         start = time.perf_counter()

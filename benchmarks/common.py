@@ -115,6 +115,20 @@ def interleave(variants: Mapping[str, Callable[[], Any]], reps: int, warmup: int
     return times
 
 
+def interleave_batches(variants: Mapping[str, Callable[[Any], Any]], batches: Sequence[Any]) -> dict[str, list[float]]:
+    """Wall seconds of each variant on each batch: every batch runs every variant back to back, in the ABBA order
+    of interleave_orders (one untimed warm-up call each first, on a slice of the first batch). Call under no_grad."""
+    for run in variants.values():
+        run(batches[0][:1, :16])
+    times: dict[str, list[float]] = {name: [] for name in variants}
+    for batch, order in zip(batches, interleave_orders(list(variants), len(batches)), strict=True):
+        for name in order:
+            start = time.perf_counter()
+            variants[name](batch)
+            times[name].append(time.perf_counter() - start)
+    return times
+
+
 def interleave_orders(names: Sequence[str], reps: int) -> list[list[str]]:
     """The per-repetition orders `interleave` uses (exposed so callers that time inside a variant agree)."""
     names = list(names)

@@ -121,6 +121,17 @@ def test_bench_jobs_quick():
     _assert_complete(text, "one after another (jobs=1) vs at once (jobs=2)", "in-run tokens/s")
 
 
+@pytest.mark.slow
+def test_bench_hub_quick():
+    """bench_hub's three measurements run (toy sizes: a tiny Llama in bf16 and under a disk device map, a 2-revision
+    series served by the loopback hub) and its table says which requirement each checks."""
+    from benchmarks import bench_hub
+
+    text = bench_hub.main(["--quick", "--threads", "1"])
+    for piece in ("--model-dtype bfloat16", "--device-map", "fresh table, cached snapshots", "probe share"):
+        assert piece in text
+
+
 def test_bench_cpu_kernels_quick():
     """Both modes in fresh processes; the portable one must report portable kernels (its Requirements row)."""
     from benchmarks import bench_cpu_kernels

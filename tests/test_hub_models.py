@@ -3,7 +3,7 @@ client downloads from a server on 127.0.0.1, never a mock of it.
 
 Served: "gpt2" (what TransformerLens's name gpt2-small resolves to; a random-weight 3-layer GPT-2 at main and
 step1/step2),
-"org/pythia-tiny" (GPT-NeoX with parallel residual, as Pythia, at step0/step1000/step2000/step3000 plus main =
+"EleutherAI/pythia-70m" (GPT-NeoX with parallel residual, as Pythia, at step0/step1000/step2000/step3000 plus main =
 step3000: a Pythia-style checkpoint series) and the dataset "wikitext" (config wikitext-2-raw-v1: real English sentences). Checked, through the real CLI
 in child processes (each with its own HF_HOME):
   * `interp probe --model gpt2-small --text wikitext-2` downloads, and its rho_mlp equals plain HF forward hooks on
@@ -51,9 +51,9 @@ def hub(tmp_path_factory):
         server.add_model("gpt2-medium", {"main": tiny_model_folder("gpt2", folders / "gpt2-medium", seed=5, n_layer=4)})
         series = {rev: tiny_model_folder("gpt_neox", folders / f"series-{rev}", seed=10 + i) for i, rev in enumerate(SERIES)}
         series["main"] = series["step3000"]
-        server.shas["org/pythia-tiny"] = server.add_model("org/pythia-tiny", series)
+        server.shas["EleutherAI/pythia-70m"] = server.add_model("EleutherAI/pythia-70m", series)
         server.add_dataset("Salesforce/wikitext", {"main": tiny_dataset_folder(folders / "wikitext")})
-        server.folders = {"gpt2": gpt2, "org/pythia-tiny": series}
+        server.folders = {"gpt2": gpt2, "EleutherAI/pythia-70m": series}
         yield server
 
 
@@ -189,31 +189,51 @@ def test_a_dropped_download_fails_clearly_and_the_next_run_completes_it(hub, tmp
 def test_a_revision_series_batches_into_one_table_and_draws(hub, tmp_path):
     home = tmp_path / "hf"
     out = tmp_path / "series.parquet"
-    proc = interp(hub, home, "batch", "org/pythia-tiny", "--revisions", "step0..step3000:1000", *PROBE,
+    proc = interp(hub, home, "batch", "EleutherAI/pythia-70m", "--revisions", "step0..step3000:1000", *PROBE,
                   "--out", str(out), "--no-progress")
     assert proc.returncode == 0, proc.stderr[-3000:]
     df = pd.read_parquet(out)
     assert set(df["kind"]) == {"hub"} and set(df["status"]) == {"ok"}
     assert sorted(set(df["step"])) == [0.0, 1000.0, 2000.0, 3000.0]
-    assert {r: c for r, c in zip(df["revision"], df["commit"])} == {r: hub.shas["org/pythia-tiny"][r] for r in SERIES}
+    assert {r: c for r, c in zip(df["revision"], df["commit"])} == {r: hub.shas["EleutherAI/pythia-70m"][r] for r in SERIES}
     assert df.groupby("revision")["weights_sha256"].nunique().eq(1).all() and df["weights_sha256"].nunique() == 4
     assert set(df["text_source"]) == {"wiki:val"}
     # a rerun skips every revision, and asks the hub for no file
     before = len(hub.requests)
-    proc = interp(hub, home, "batch", "org/pythia-tiny", "--revisions", "step0..step3000:1000", *PROBE,
+    proc = interp(hub, home, "batch", "EleutherAI/pythia-70m", "--revisions", "step0..step3000:1000", *PROBE,
                   "--out", str(out), "--no-progress")
     assert proc.returncode == 0 and "0 analysed, 4 skipped" in proc.stdout, proc.stdout + proc.stderr[-2000:]
     assert not [p for _m, p in hub.requests[before:] if "/resolve/" in p]
     # `all`: the repo's refs, in step order (main last)
-    proc = interp(hub, home, "batch", "org/pythia-tiny", "--revisions", "all", "--dry-run")
+    proc = interp(hub, home, "batch", "EleutherAI/pythia-70m", "--revisions", "all", "--dry-run")
     assert proc.returncode == 0, proc.stderr[-2000:]
     listed = [line.split()[1] for line in proc.stdout.splitlines()]
-    assert listed == [f"org/pythia-tiny@{r}" for r in (*SERIES, "main")]
+    assert listed == [f"EleutherAI/pythia-70m@{r}" for r in (*SERIES, "main")]
     # the over-training heatmap draws the series as it draws our runs
     from interp.plots.training import plot_novelty_over_training
 
     fig = plot_novelty_over_training(df.assign(label=df["run"]), ("rho_mlp", "rho_block"))
     assert len(fig.axes) >= 2
+
+
+def test_the_readme_online_lines_run_as_written(hub, tmp_path):
+    """The README's online section: its probe and batch lines, as written plus small token counts, against the
+    loopback hub serving those names; the rest (an 8B model, the four GPT-2 sizes) parsed with the real parser."""
+    import shlex
+
+    from interp.cli import build_parser
+
+    text = (REPO / "README.md").read_text().split("## Online: any model on the hub", 1)[1].split("\n## ", 1)[0]
+    lines = [l.split(" #", 1)[0].strip() for l in text.split("```bash\n", 1)[1].split("```", 1)[0].splitlines()]
+    commands = [shlex.split(l) for l in lines if l]
+    assert [c[:2] for c in commands] == [["interp", "probe"]] * 2 + [["interp", "batch"], ["interp", "probe"],
+                                                                     ["interp", "figures"]]
+    for argv in commands[:3]:
+        proc = interp(hub, tmp_path / "hf", *argv[1:], *PROBE)
+        assert proc.returncode == 0, (argv, proc.stderr[-3000:])
+    assert sorted(set(pd.read_parquet(tmp_path / "results" / "pythia.parquet")["step"])) == [0, 1000, 2000, 3000]
+    for argv in commands[3:]:
+        build_parser().parse_args(argv[1:])
 
 
 def test_revision_flags_through_ablate_eval_and_the_python_api(hub, tmp_path, monkeypatch):
@@ -269,9 +289,9 @@ def test_the_papers_experiment_and_a_pythia_series_as_analyses(hub, tmp_path):
     assert set(summary["metric"]) == {"rho_mlp", "rho_block"} and set(summary["paper_r_low"]) == {0.49, 0.27}
     assert (figures / "novelty_gpt2.png").stat().st_size > 10_000
     proc = interp(hub, tmp_path / "hf", "figures", "--only", "pythia_over_training", "--recompute", "--figures-dir",
-                  str(figures), "--set", 'model="org/pythia-tiny"', "--set", 'revisions="step0..step2000:1000"',
+                  str(figures), "--set", 'model="EleutherAI/pythia-70m"', "--set", 'revisions="step0..step2000:1000"',
                   "--set", f"probe={probe}", "--set", f"root={json.dumps(str(tmp_path / 'pythia'))}")
     assert proc.returncode == 0, proc.stderr[-3000:]
     series = pd.read_csv(figures / "pythia_over_training.csv")
-    assert sorted(set(series["step"])) == [0, 1000, 2000] and set(series["run"]) == {"org/pythia-tiny"}
+    assert sorted(set(series["step"])) == [0, 1000, 2000] and set(series["run"]) == {"EleutherAI/pythia-70m"}
     assert (figures / "pythia_over_training.png").stat().st_size > 10_000

@@ -84,7 +84,8 @@ def run(args: argparse.Namespace) -> int:
     result = batch.run_batch(config_from_args(args))
     print(f"[batch] rank {result.rank}/{result.world_size}: {len(result.analysed)} analysed, "
           f"{len(result.skipped)} skipped (already in the table), {len(result.failed)} failed"
-          + (f"; {result.positions_per_s:,.0f} positions/s" if result.analysed else ""))
+          + (f"; {result.positions_per_s:,.0f} positions/s; probing {result.probe_s:.1f} s of "
+             f"{result.elapsed_s:.1f} s" if result.analysed else ""))
     if result.out is not None:
         print(f"[batch] wrote {result.out} ({len(result.table)} rows)")
     if result.failed:

@@ -46,6 +46,7 @@ import hashlib
 import math
 import os
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -353,6 +354,8 @@ class BatchResult:
     out: Path | None = None
     table: pd.DataFrame | None = None
     positions_per_s: float = math.nan
+    probe_s: float = 0.0             # seconds inside the probes (loads and downloads excluded)
+    elapsed_s: float = 0.0           # seconds of this rank's loop over its targets (hashing, loading, probing)
     settings_hash: str = ""          # of this invocation's settings: select its rows from a shared table
     targets: list[Target] = field(default_factory=list)   # every expanded target (all ranks)
 
@@ -464,7 +467,7 @@ class BatchRunner:
         from tqdm.auto import tqdm
 
         cfg = self.cfg
-        positions, probe_s = 0, 0.0
+        positions, probe_s, started = 0, 0.0, time.perf_counter()
         bar = tqdm(total=len(mine), unit="ckpt", dynamic_ncols=True, file=sys.stderr, disable=not cfg.progress,
                    desc=f"batch{f' rank {result.rank}/{result.world_size}' if result.world_size > 1 else ''}")
         try:
@@ -503,6 +506,7 @@ class BatchRunner:
         finally:
             bar.close()
         result.positions_per_s = positions / probe_s if probe_s else math.nan
+        result.probe_s, result.elapsed_s = probe_s, time.perf_counter() - started
 
 
     @staticmethod

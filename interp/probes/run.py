@@ -209,7 +209,9 @@ def probe(model: Any = "smollm2-135m", text: str | Path | None = None, *, config
     weights = ref_weights_sha256(ref) if ref is not None else ""
     load_columns = {"revision": ref.revision, "commit": ref.commit} if ref is not None and ref.kind == "hub" else {}
     if cfg.model_dtype != "float32" or cfg.device_map is not None:   # how it was loaded, where not the default
-        load_columns.update(model_dtype=cfg.model_dtype, device_map=str(cfg.device_map or ""))
+        loaded_as = str(model_dtype(model_obj)).removeprefix("torch.")   # "auto": what it resolved to
+        load_columns.update(model_dtype=loaded_as + (" (auto)" if cfg.model_dtype == "auto" else ""),
+                            device_map=str(cfg.device_map or ""))
     df = to_frame(acc, model=label, checkpoint=checkpoint, seq_len=cfg.seq_len, prepend_bos=cfg.prepend_bos,
                   text_source=text_source, text_sha256=text_sha256(text_str), weights_sha256=weights,
                   **load_columns, tokenizer=tokenizer_label)
