@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 TABLE_COLUMNS = ("model", "checkpoint", "layer", "n_layers", "depth", "metric", "mean", "std", "sem", "sem_tokens",
                  "ci_low", "ci_high", "ci_method", *QUANTILE_COLUMNS, "n_tokens", "n_sequences", "n_nonfinite",
                  "reference", "mlp_out_site", "hook_sites",
-                 "positions", "seq_len", "prepend_bos", "text_source", "text_sha256", "weights_sha256", "revision", "commit", "tokenizer",
+                 "positions", "seq_len", "prepend_bos", "text_source", "text_sha256", "weights_sha256", "tokenizer",
                  "dtype", "eps", "backend", "device", "hardware")
 
 
