@@ -29,13 +29,10 @@ import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from interp._util.errors import InputError, one_line
 from interp._util.offline import is_offline, set_offline  # noqa: F401 (set_offline re-exported)
 
-OFFLINE_FLAG = "--offline"
-REVISION_FLAG = "--revision"
 # files that define a model beside its weights (top level only: a repo's subfolders hold other variants)
 DEFINING_PATTERNS = ("*.json", "*.txt", "*.model", "*.tiktoken", "*.py", "*.jinja", "*.tokenizer")
 WEIGHT_FORMATS = (("*.safetensors",), ("*.bin",))   # in order of preference: the first one the revision has
@@ -283,14 +280,3 @@ def revisions(repo_id: str, spec: str) -> dict[str, str]:
                          f"{' ...' if len(missing) > 5 else ''} in {where}", field="--revisions",
                          fix=f"it has {len(refs)}: {', '.join(sorted(refs, key=_order)[:8])}{' ...' if len(refs) > 8 else ''}")
     return {n: refs.get(n, n) for n in names}
-
-
-def describe(repo_id: str, revision: str | None, commit: str) -> str:
-    """"org/name@rev (commit abcdef123456)" for messages."""
-    return f"{repo_id}@{revision or 'main'}" + (f" (commit {commit[:12]})" if commit else "")
-
-
-def revision_info(snap: Snapshot) -> dict[str, Any]:
-    """The provenance columns of a hub snapshot's rows."""
-    step, tokens = step_of(snap.revision)
-    return {"revision": snap.revision, "commit": snap.commit, "step": step, "tokens": tokens}
