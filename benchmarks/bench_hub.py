@@ -33,10 +33,12 @@ from benchmarks.common import Spread, begin, finish, interleave_batches, paired_
 NAME = "bench_hub"
 TITLE = "Hub models: probe vs forward in bf16 and under a device map; a revision series' time spent probing"
 SIZES = {
-    "real": {"model": "smollm2-135m", "tokens": 4096, "seq_len": 512, "batch_size": 2, "revisions": 6,
-             "series_layers": 6, "series_hidden": 256, "series_tokens": 8192},
+    # the series: Pythia-70m's shape (6 layers, hidden 512, MLP 2048, 8 heads, vocab 50k), the batch's default
+    # 16,384 tokens per revision
+    "real": {"model": "smollm2-135m", "tokens": 16384, "seq_len": 512, "batch_size": 2, "revisions": 8,
+             "series_layers": 6, "series_hidden": 512, "series_heads": 8, "series_tokens": 16384, "series_seq_len": 256},
     "quick": {"model": None, "tokens": 256, "seq_len": 64, "batch_size": 2, "revisions": 2,
-              "series_layers": 2, "series_hidden": 32, "series_tokens": 128},
+              "series_layers": 2, "series_hidden": 32, "series_heads": 4, "series_tokens": 128, "series_seq_len": 64},
 }
 
 
@@ -74,13 +76,13 @@ def series_batch(root: Path, size: dict, threads: int) -> dict[str, float]:
     with LoopbackHub(root / "served") as hub:
         hub.add_model("bench/series", {r: tiny_model_folder(
             "gpt_neox", root / r, seed=i, num_hidden_layers=size["series_layers"], hidden_size=hidden,
-            intermediate_size=4 * hidden, max_position_embeddings=512) for i, r in enumerate(revisions)})
+            num_attention_heads=size["series_heads"], intermediate_size=4 * hidden, max_position_embeddings=2048) for i, r in enumerate(revisions)})
         env = hub.child_env(hf_home=root / "hf")
         env.update(PYTHONPATH=str(Path(__file__).resolve().parent.parent), INTERP_CACHE_DIR=str(root / "cache"))
         out: dict[str, float] = {"revisions": len(revisions)}
         for run, table in (("with_downloads", "first.parquet"), ("cached", "second.parquet")):
             argv = [sys.executable, "-m", "interp.cli", "batch", "bench/series", "--revisions", ",".join(revisions),
-                    "--tokens", str(size["series_tokens"]), "--seq-len", "64", "--threads", str(threads),
+                    "--tokens", str(size["series_tokens"]), "--seq-len", str(size["series_seq_len"]), "--threads", str(threads),
                     "--no-progress", "--out", str(root / table)]
             start = time.perf_counter()
             proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=1800)
@@ -115,7 +117,8 @@ def main(argv: Sequence[str] | None = None, command: str | None = None) -> str:
     report.section("(b) a revision series through `interp batch --revisions`, served by the loopback hub")
     share = series["cached_probe_s"] / series["cached_loop_s"]
     report.note(f"{series['revisions']} revisions of a random GPT-NeoX ({size['series_layers']} layers, hidden "
-                f"{size['series_hidden']}), {size['series_tokens']:,} tokens each, seq_len 64. The batch loop covers "
+                f"{size['series_hidden']}, MLP {4 * size['series_hidden']}, vocab 50,257: Pythia-70m's shape), "
+                f"{size['series_tokens']:,} tokens each, seq_len {size['series_seq_len']}. The batch loop covers "
                 "hashing, loading (and downloading) and probing each revision; the process wall adds imports and "
                 "the hub's refs request.")
     report.table([{"run": run, "process wall s": f"{series[f'{key}_s']:.1f}",

@@ -145,7 +145,9 @@ def interleave_orders(names: Sequence[str], reps: int) -> list[list[str]]:
 def rss() -> dict[str, int]:
     """Resident set size now and its peak ('high water mark') in bytes, from /proc/self/status.
 
-    Where /proc is missing (macOS), both fall back to ru_maxrss, which only knows the peak.
+    Where /proc is missing (macOS), both fall back to ru_maxrss, which only knows the peak. The current RSS is
+    read from /proc/self/smaps_rollup where there is one: since Linux 6.2 the status file's VmRSS is a per-CPU
+    counter read approximately, and was seen not to move after a 64 MiB allocation in a busy multi-threaded process.
     """
     try:
         fields = {}
@@ -154,7 +156,12 @@ def rss() -> dict[str, int]:
                 if line.startswith(("VmRSS:", "VmHWM:")):
                     key, value = line.split(":", 1)
                     fields[key] = int(value.split()[0]) * 1024
-        return {"rss": fields["VmRSS"], "peak": fields["VmHWM"]}
+        try:
+            with open("/proc/self/smaps_rollup") as f:
+                fields["VmRSS"] = next(int(line.split()[1]) * 1024 for line in f if line.startswith("Rss:"))
+        except (OSError, StopIteration):
+            pass
+        return {"rss": fields["VmRSS"], "peak": max(fields["VmHWM"], fields["VmRSS"])}
     except (OSError, KeyError):
         scale = 1 if sys.platform == "darwin" else 1024  # bytes on macOS, KiB on Linux
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale

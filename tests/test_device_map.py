@@ -25,7 +25,8 @@ DISK = json.dumps({"model.embed_tokens": "cpu", "model.rotary_emb": "cpu", "mode
 def llama(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("INTERP_CACHE_DIR", str(tmp_path / "cache"))
-    save_pretrained_dir(tmp_path / "llama", tiny_hf("LlamaForCausalLM", n_layers=3), word_tokenizer())
+    save_pretrained_dir(tmp_path / "llama", tiny_hf("LlamaForCausalLM", n_layers=3),
+                        word_tokenizer(eos_token="[UNK]"))   # an EOS: lm-eval's rolling perplexity starts from it
     rng = random.Random(0)
     (tmp_path / "text.txt").write_text(" ".join(rng.choice(WORDS) for _ in range(1500)))
     return tmp_path
@@ -58,3 +59,26 @@ def test_model_dtype_loads_in_bf16_and_records_it(llama):
     assert set(bf16["model_dtype"]) == {"bfloat16"} and "model_dtype" not in fp32.columns
     assert bf16["mean"].tolist() != fp32["mean"].tolist()
     assert bf16["mean"].to_numpy() == pytest.approx(fp32["mean"].to_numpy(), abs=0.05)
+
+
+def test_the_ablation_loads_in_bf16_and_records_it(llama):
+    base = ["ablate", "pretrained", "--model", "llama", "--text", "text.txt", "--seq-len", "16", "--score-sequences",
+            "4", "--eval-sequences", "4", "--fractions", "0.5", "--seeds", "0"]
+    assert main([*base, "--model-dtype", "bfloat16", "--figures-dir", "bf16"]) == 0
+    table = pd.read_csv(llama / "bf16" / "pretrained_capacity_ablation.csv")
+    assert set(table["model_dtype"]) == {"bfloat16"}
+
+
+def test_eval_under_a_device_map_and_in_bf16(llama):
+    """lm-eval's HFLM around a disk-offloaded model scores what the whole model scores; --model-dtype bfloat16
+    loads in bf16 (the dtype column) and is a pair of its own (another key)."""
+    pytest.importorskip("lm_eval")
+    base = ["eval", "llama", "--tasks", "text_ppl", "--text", "text.txt", "--limit", "2"]
+    assert main([*base, "--out", "whole.parquet"]) == 0
+    assert main([*base, "--device-map", DISK, "--out", "placed.parquet"]) == 0
+    assert main([*base, "--model-dtype", "bfloat16", "--out", "whole.parquet"]) == 0
+    whole, placed = pd.read_parquet("whole.parquet"), pd.read_parquet("placed.parquet")
+    fp32 = whole[whole["dtype"] == "float32"].sort_values("metric")
+    assert placed.sort_values("metric")["value"].tolist() == pytest.approx(fp32["value"].tolist(), rel=1e-6)
+    bf16 = whole[whole["dtype"] == "bfloat16"].sort_values("metric")
+    assert len(bf16) == 3 and bf16["value"].tolist() == pytest.approx(fp32["value"].tolist(), rel=0.05)

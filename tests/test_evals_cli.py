@@ -73,6 +73,33 @@ def test_eval_over_a_run_dir_writes_one_row_per_checkpoint_task_metric_then_skip
     assert pd.read_parquet(out).equals(df)
 
 
+def test_text_adds_a_perplexity_task_on_that_text(tmp_path, bpe, capsys):
+    """--text FILE scores text_ppl on that file (documents cut at paragraph breaks), its hash in data_sha256;
+    --tasks text_ppl without --text is refused before any model loads."""
+    import hashlib
+
+    from interp.evals.data import TEXT_DOC_CHARS, text_set
+
+    run = make_run(tmp_path, bpe, steps=(2,))
+    text = tmp_path / "mine.txt"
+    paragraphs = [" ".join(["the cat sat on the mat and looked at the dog"] * (20 + i)) for i in range(30)]
+    text.write_text("\n\n".join(paragraphs))
+    out = tmp_path / "eval.parquet"
+    assert eval_main(str(run), "--checkpoints", "final", "--tasks", "piqa", "--text", str(text), "--limit", "3",
+                     "--out", str(out)) == 0
+    df = pd.read_parquet(out)
+    ppl = df[df["task"] == "text_ppl"].set_index("metric")
+    assert set(ppl.index) == {"word_perplexity", "byte_perplexity", "bits_per_byte"} and set(df["task"]) == {"piqa", "text_ppl"}
+    assert set(ppl["data_sha256"]) == {hashlib.sha256(text.read_bytes()).hexdigest()}
+    assert set(ppl["data_source"]) == {str(text)} and ppl.loc["word_perplexity", "value"] > 1
+    docs = text_set(str(text)).documents
+    assert set(ppl["n_docs"]) == {len(docs)} and all(len(d) >= TEXT_DOC_CHARS for d in docs[:-1])
+    assert "".join(docs).replace("\n", "") == "".join(paragraphs)
+    capsys.readouterr()
+    assert eval_main(str(run), "--tasks", "text_ppl", "--out", str(tmp_path / "n.parquet")) == 2
+    assert "--text" in capsys.readouterr().err and not (tmp_path / "n.parquet").exists()
+
+
 def test_checkpoints_picks_the_final_model_or_steps_of_a_run(tmp_path, bpe):
     run = make_run(tmp_path, bpe)
     for which, expected in (("final", [str(run)]), ("4", [str(run / "checkpoints" / "step_000004")])):

@@ -243,11 +243,19 @@ def test_revision_flags_through_ablate_eval_and_the_python_api(hub, tmp_path, mo
     assert proc.returncode == 0, proc.stderr[-3000:]
     table = pd.read_csv(tmp_path / "abl" / "pretrained_capacity_ablation.csv")
     assert set(table["revision"]) == {"step1"} and set(table["commit"]) == {hub.shas["gpt2"]["step1"]}
-    proc = interp(hub, home, "eval", "gpt2@step2", "--tasks", "wiki_heldout", "--limit", "4",
+    proc = interp(hub, home, "eval", "gpt2@step2", "--tasks", "wiki_heldout", "--text", "wikitext-2", "--limit", "4",
                   "--out", str(tmp_path / "eval.parquet"))
     assert proc.returncode == 0, proc.stderr[-3000:]
     ev = pd.read_parquet(tmp_path / "eval.parquet")
     assert set(ev["revision"]) == {"step2"} and set(ev["commit"]) == {hub.shas["gpt2"]["step2"]}
+    # --text adds the text_ppl task: perplexity on WikiText-2 from the hub, its source and hash recorded
+    ppl = ev[ev["task"] == "text_ppl"].set_index("metric")
+    assert set(ppl.index) == {"word_perplexity", "byte_perplexity", "bits_per_byte"} and set(ppl["status"]) == {"ok"}
+    assert set(ppl["data_source"]) == {"hf:Salesforce/wikitext:wikitext-2-raw-v1:test:text"}
+    import hashlib
+
+    assert set(ppl["data_sha256"]) == {hashlib.sha256(wikitext_text(hub).encode()).hexdigest()}
+    assert ppl.loc["word_perplexity", "value"] > 1
     # a revision given with a local path, or with a registry model: refused before any work
     line = one_line_error(interp(hub, home, "probe", "--model", str(hub.folders["gpt2"]["main"]), "--revision",
                                  "step1", *PROBE, "--out", str(tmp_path / "n.parquet")))

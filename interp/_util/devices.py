@@ -10,6 +10,7 @@ import re
 from typing import Any
 
 from interp._util.config import option
+from interp._util.dtypes import MODEL_DTYPES
 from interp._util.errors import InputError
 
 DEVICE_PATTERN = re.compile(r"cpu|cuda(:\d+)?")
@@ -19,6 +20,20 @@ def device_option() -> Any:
     """The `device` field of a config (-> `--device` on its command)."""
     return option("cpu", "where a model given by name or path runs: cpu, cuda (under torchrun the rank's own GPU) "
                   "or cuda:N; the math follows it. A model object passed in stays where it is", metavar="DEVICE")
+
+
+def device_map_option() -> Any:
+    """The `device_map` field of a config (-> `--device-map`): probes, ablations and evals declare it alike."""
+    return option(None, "place a model larger than one device through accelerate: auto, balanced, "
+                  "balanced_low_0, sequential, or a JSON object {module: device|cpu|disk}; the model then stays "
+                  "where the map puts it (not moved to --device), and each layer computes on its device",
+                  metavar="MAP")
+
+
+def model_dtype_option() -> Any:
+    """The `model_dtype` field of a config (-> `--model-dtype`): the precision a pretrained model is loaded in."""
+    return option("float32", "precision a pretrained model is loaded in (auto: the checkpoint's own; a GGUF "
+                  "model dequantizes to float32; ours are cast)", choices=MODEL_DTYPES)
 
 
 def check_device_name(device: Any) -> None:

@@ -10,8 +10,9 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from interp._util.config import comma_list, option
-from interp._util.devices import check_device_name, device_option, parse_device_map
-from interp._util.dtypes import dtype_names
+from interp._util.devices import (check_device_name, device_map_option, device_option, model_dtype_option,
+                                  parse_device_map)
+from interp._util.dtypes import MODEL_DTYPES, dtype_names
 
 GROUPS = ("early", "middle", "late")
 SELECTIONS = ("lowest", "random")
@@ -70,9 +71,8 @@ class AblationConfig:
     attn_implementation: str = option("sdpa", "sdpa | eager (Hugging Face models)", choices=ATTN_IMPLEMENTATIONS)
     threads: int | None = option(None, "torch.set_num_threads (default: torch's)")
     device: str = device_option()
-    device_map: str | None = option(None, "place a model larger than one device through accelerate (auto, balanced, "
-                                    "balanced_low_0, sequential, or a JSON {module: device|cpu|disk}); not moved to "
-                                    "--device then", metavar="MAP")
+    model_dtype: str = model_dtype_option()
+    device_map: str | None = device_map_option()
     confidence: float = option(0.95, "level of the Student-t intervals")
     trust_remote_code: bool = option(False, "let a Hugging Face directory whose config.json has an auto_map run "
                                             "its own Python files (refused otherwise; never asked)")
@@ -85,6 +85,8 @@ class AblationConfig:
             raise ValueError(f"attn_implementation={self.attn_implementation!r}: choose one of {ATTN_IMPLEMENTATIONS}")
         check_device_name(self.device)
         parse_device_map(self.device_map)
+        if self.model_dtype not in MODEL_DTYPES:
+            raise ValueError(f"model_dtype={self.model_dtype!r}: choose one of {MODEL_DTYPES}")
         for name in ("seq_len", "score_sequences", "eval_sequences", "batch_size"):
             value = getattr(self, name)
             if not _is_int(value) or value < (2 if name == "seq_len" else 1):

@@ -73,20 +73,16 @@ def _load_sequences(cfg: AblationConfig, tokenizer: Any) -> _Sequences:
     return _Sequences(score, evals, source, text_sha256(text))
 
 
-def _load(spec: str, attn_implementation: str, trust_remote_code: bool = False,
-          revision: str | None = None, device_map: Any = None) -> tuple[Any, Any]:
-    """(model, tokenizer) for any spec interp.hf.resolve_model accepts: a LoadedModel and its tokenizer, or
-    one of our checkpoints (TaperedLM) and the tokenizer it was trained with."""
+def _load(cfg: AblationConfig, device: str) -> tuple[Any, Any]:
+    """(model, tokenizer) for any spec interp.hf.resolve_model accepts, in cfg.model_dtype, on `device` or
+    placed by cfg.device_map: a LoadedModel and its tokenizer, or one of our checkpoints (TaperedLM) and the
+    tokenizer it was trained with."""
     from interp.hf import resolve_model
 
-    ref = resolve_model(spec, trust_remote_code=trust_remote_code, revision=revision).fetched()
-    if ref.kind == "checkpoint":   # sdpa and eager are the same math for a TaperedLM; anything else is refused
-        if device_map is not None:
-            raise InputError("a device map places Hugging Face models only; one of our checkpoints loads whole",
-                             path=ref.path, field="device_map", fix="drop --device-map, or use --device")
-        return ref.load(attn_implementation=attn_implementation), ref.load_tokenizer()
-    loaded = ref.load(attn_implementation=attn_implementation, device_map=device_map)
-    return loaded, loaded.tokenizer
+    ref = resolve_model(cfg.model, trust_remote_code=cfg.trust_remote_code, revision=cfg.revision).fetched()
+    # sdpa and eager are the same math for a TaperedLM; anything else is refused
+    loaded = ref.load_placed(device, cfg.model_dtype, cfg.device_map, attn_implementation=cfg.attn_implementation)
+    return loaded, (ref.load_tokenizer() if ref.kind == "checkpoint" else loaded.tokenizer)
 
 
 def _row(cond: Condition, losses: Tensor, baseline: Tensor, groups: Mapping[str, Sequence[int]],
@@ -126,7 +122,7 @@ def run_pretrained_ablation(cfg: AblationConfig, loaded: Any = None,
     """
     import pandas as pd
 
-    from interp._util.devices import model_device, model_dtype, resolve_device, to_device
+    from interp._util.devices import model_device, model_dtype, resolve_device
     from interp._util.provenance import hardware_label, versions_string
 
     cfg.validate()
@@ -136,9 +132,7 @@ def run_pretrained_ablation(cfg: AblationConfig, loaded: Any = None,
         torch.set_num_threads(int(cfg.threads))
     passed_in = loaded is not None
     if loaded is None:
-        loaded, tokenizer = _load(cfg.model, cfg.attn_implementation, cfg.trust_remote_code, cfg.revision,
-                                  cfg.device_map)
-        loaded = to_device(loaded, device) if cfg.device_map is None else loaded
+        loaded, tokenizer = _load(cfg, device)
     from interp.hf import check_fits
 
     check_fits(loaded, cfg.seq_len)   # beyond its context a model fails in its embedding, or runs blind
@@ -198,4 +192,8 @@ def run_pretrained_ablation(cfg: AblationConfig, loaded: Any = None,
     ref = getattr(loaded, "ref", None)
     if ref is not None and ref.kind == "hub":   # which revision of a hub model, and the commit it resolved to
         df["revision"], df["commit"] = ref.revision, ref.commit
+    if cfg.model_dtype != "float32" or cfg.device_map is not None:   # how it was loaded, where not the default
+        df["model_dtype"] = str(model_dtype(loaded)).removeprefix("torch.") + (" (auto)" if cfg.model_dtype == "auto"
+                                                                                else "")
+        df["device_map"] = str(cfg.device_map or "")
     return df

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from interp._util.config import comma_list, option, reject_unknown_keys
-from interp._util.devices import check_device_name, device_option
+from interp._util.devices import (check_device_name, device_map_option, device_option, model_dtype_option,
+                                  parse_device_map)
 from interp._util.errors import InputError
 from interp.evals.niah import DEFAULT_LENGTHS, DEFAULT_SAMPLES, TOKENS_TO_GENERATE
 from interp.probes.expand import CHECKPOINTS_HELP, parse_checkpoints
@@ -36,6 +37,9 @@ class EvalConfig:
                                         "also: MODEL@REV)", metavar="REV")
     tasks: str = option("paper", "comma-separated tasks or groups: paper (wiki_heldout + the 8 commonsense "
                         "tasks), commonsense, niah, or names such as piqa,hellaswag")
+    text: str | None = option(None, "score perplexity on this text too (task text_ppl, added to --tasks): "
+                              "hf:DATASET[:CONFIG[:SPLIT[:COLUMN]]], wikitext-2 (the paper's WikiText-2 test "
+                              "split), a corpus name or a UTF-8 file", metavar="TEXT")
     limit: int | None = option(None, "score only the first N documents of each task (lm-eval's --limit; for "
                                "niah: N samples per length); default all", parse=_limit, metavar="N")
     num_fewshot: int = option(0, "few-shot examples (the paper's numbers are 0-shot; with no training split "
@@ -53,6 +57,8 @@ class EvalConfig:
     csv: bool = option(False, "also write OUT as CSV beside the parquet file")
     threads: int = option(0, "torch.set_num_threads (0: torch's default)")
     device: str = device_option()
+    model_dtype: str = model_dtype_option()
+    device_map: str | None = device_map_option()
 
     def validate(self) -> None:
         """Cheap checks before any file is read (InputError naming the flag)."""
@@ -71,6 +77,12 @@ class EvalConfig:
         if not self.niah_lengths or min(self.niah_lengths) < 1:
             raise InputError(f"need positive lengths, got {self.niah_lengths}", field="--niah-lengths")
         check_device_name(self.device)
+        parse_device_map(self.device_map)
+        from interp._util.dtypes import MODEL_DTYPES
+
+        if self.model_dtype not in MODEL_DTYPES:
+            raise InputError(f"{self.model_dtype!r} is not a load precision", field="--model-dtype",
+                             fix=f"use one of {', '.join(MODEL_DTYPES)}")
         try:
             parse_checkpoints(self.checkpoints)
         except ValueError as err:

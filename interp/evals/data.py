@@ -20,6 +20,9 @@ Some sets need more than a file read (each checked document by document when loa
   wiki_heldout    not WikiText (no copy exists offline): the validation split of our Wikipedia corpus
                   (interp.data.load_split("wiki", "val")), one document per article, scored like lm-eval's
                   wikitext task (word / byte perplexity, bits per byte).
+  text_ppl        the same scoring on a text of the user's choice (`interp eval --text`): a hub dataset
+                  (hf:DATASET[:CONFIG[:SPLIT[:COLUMN]]], wikitext-2 = the paper's WikiText-2 test split), a corpus
+                  name or a file, cut into documents at paragraph breaks (TEXT_DOC_CHARS each at least).
 """
 
 from __future__ import annotations
@@ -184,6 +187,42 @@ def _wiki_documents() -> list[dict[str, Any]]:
     return [{"page": doc.text, "id": doc.id} for doc in _wiki_val()]
 
 
+TEXT_TASK = "text_ppl"
+TEXT_DOC_CHARS = 4000   # a text_ppl document: whole paragraphs, at least this many characters (the last one may be less)
+
+
+@dataclass(frozen=True)
+class TextSet:
+    """The documents of `interp eval --text SPEC`, with what identifies them."""
+
+    spec: str
+    source: str
+    sha256: str          # of the text as read (a hub text: at the dataset's commit)
+    documents: tuple[str, ...]
+
+
+@functools.cache
+def text_set(spec: str) -> TextSet:
+    """The --text of the text_ppl task as documents: paragraphs (split at blank lines) joined until each holds
+    TEXT_DOC_CHARS characters, so perplexity is scored per document as lm-eval's wikitext task does."""
+    import re
+
+    from interp.probes.text import load_text
+
+    text, source = load_text(spec)
+    documents, current = [], ""
+    for paragraph in (p for p in re.split(r"\n\s*\n", text) if p.strip()):
+        current = f"{current}\n\n{paragraph}" if current else paragraph
+        if len(current) >= TEXT_DOC_CHARS:
+            documents.append(current)
+            current = ""
+    if current:
+        documents.append(current)
+    if not documents:
+        raise InputError(f"{spec!r} ({source}) holds no text", field="--text")
+    return TextSet(spec, source, hashlib.sha256(text.encode("utf-8")).hexdigest(), tuple(documents))
+
+
 def _dataset(rows: list[dict[str, Any]]) -> datasets.Dataset:
     import datasets
 
@@ -240,7 +279,13 @@ def load_local(local: str, **metadata: Any) -> dict[str, datasets.Dataset]:
     """lm-eval `custom_dataset` entry point of our task YAMLs (dataset_kwargs: {local: <task>}). lm-eval passes
     the task's metadata too; metadata docs_limit=N keeps the first N documents, the ones lm-eval's
     --limit N scores, so process_docs (HellaSwag's maps 10,042 documents) runs on those alone."""
-    split, docs = load_docs(local)
+    if local == TEXT_TASK:
+        if not metadata.get("text"):
+            raise InputError(f"the {TEXT_TASK} task scores a text of your choice and none was given", field="--text",
+                             fix="pass --text hf:DATASET[:CONFIG[:SPLIT[:COLUMN]]], wikitext-2, a corpus or a file")
+        split, docs = "validation", _dataset([{"page": d} for d in text_set(str(metadata["text"])).documents])
+    else:
+        split, docs = load_docs(local)
     limit = metadata.get(DOCS_LIMIT)
     if limit is not None and int(limit) < len(docs):
         docs = docs.select(range(int(limit)))

@@ -331,5 +331,17 @@ def hf_lm(loaded: Any, batch_size: int = 8, max_length: int | None = None) -> An
     """lm-eval's own HFLM around an already loaded pretrained model (interp.hf.LoadedModel): the class
     `lm_eval --model hf` uses (checked_hflm: with the context checks in front), given the model object so GGUF
     and registry models need no hub."""
-    return checked_hflm()(pretrained=loaded.model, tokenizer=loaded.tokenizer, batch_size=batch_size,
-                          max_length=max_length, device=str(next(loaded.model.parameters()).device))
+    import copy
+
+    from interp._util.devices import model_device
+
+    tokenizer = loaded.tokenizer
+    if getattr(tokenizer, "bos_token_id", None) is None and getattr(tokenizer, "eos_token_id", None) is None:
+        name = getattr(getattr(loaded, "ref", None), "label", "this model")
+        raise InputError(f"the tokenizer of {name} has neither a BOS nor an EOS token; lm-eval starts every "
+                         "scored text from one (HFLM's prefix_token_id)",
+                         field="tokenizer", fix="set eos_token (or bos_token) in its tokenizer_config.json")
+
+    # a copy: HFLM sets the pad token on the tokenizer it gets, and interp.hf shares one between loads
+    return checked_hflm()(pretrained=loaded.model, tokenizer=copy.deepcopy(tokenizer), batch_size=batch_size,
+                          max_length=max_length, device=str(model_device(loaded.model)))

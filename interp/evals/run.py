@@ -152,6 +152,13 @@ class EvalRunner:
         self.cfg = cfg
         self.device = resolve_device(cfg.device)   # a missing GPU fails here, before any model or table is touched
         self.tasks = parse_tasks(cfg.tasks)
+        from interp.evals.data import TEXT_TASK
+
+        if cfg.text and TEXT_TASK not in self.tasks:   # --text asks for its perplexity: add the task
+            self.tasks.append(TEXT_TASK)
+        if TEXT_TASK in self.tasks and not cfg.text:
+            raise InputError(f"the {TEXT_TASK} task scores a text of your choice and none was given", field="--text",
+                             fix="pass --text hf:DATASET[:CONFIG[:SPLIT[:COLUMN]]], wikitext-2, a corpus or a file")
         require_packages(self.tasks)
         self.out = Path(cfg.out)
         self.parts = table.parts_dir(self.out)
@@ -161,9 +168,10 @@ class EvalRunner:
     def data_sha256(self, task: str) -> str:
         """The sha256 of the files a local set is read from ("" for generated needle tasks)."""
         if task not in self._data_sha:
-            from interp.evals.data import data_sha256
+            from interp.evals.data import TEXT_TASK, data_sha256, text_set
 
-            self._data_sha[task] = "" if task in NIAH_VARIANTS else data_sha256(task)
+            self._data_sha[task] = ("" if task in NIAH_VARIANTS else text_set(self.cfg.text).sha256
+                                    if task == TEXT_TASK else data_sha256(task))
         return self._data_sha[task]
 
     def settings(self, task: str) -> dict[str, Any]:
@@ -175,6 +183,8 @@ class EvalRunner:
                             niah_gen_tokens=cfg.niah_gen_tokens, seed=NIAH_SEED)
         if self.device != "cpu":   # a GPU's numbers are their own pair; cpu keeps the keys tables had before
             settings["device"] = self.device
+        if cfg.model_dtype != "float32":   # another load precision gives other numbers: its own pair
+            settings["model_dtype"] = cfg.model_dtype
         return settings
 
     @staticmethod
@@ -222,7 +232,8 @@ class EvalRunner:
         print(f"[eval] {target.model} ({target.kind}{', ' + target.checkpoint if target.checkpoint else ''}): "
               f"{', '.join(t for t, _ in pending)}", file=sys.stderr, flush=True)
         try:
-            lm, max_length = load_lm(target, self.cfg.batch_size, self.device)
+            lm, max_length = load_lm(target, self.cfg.batch_size, self.device, self.cfg.model_dtype,
+                                     self.cfg.device_map)
         except USER_ERRORS as err:
             for task, key in pending:
                 self._write_failure(target, task, key, model_key, f"cannot load the model: {one_line(err)}", result)
@@ -249,14 +260,15 @@ class EvalRunner:
     def _common(self, target: EvalTarget, task: str, key: str, model_key: str, elapsed: float,
                 dtype: str = "") -> dict[str, Any]:
         from interp._util.provenance import git_commit, hardware
-        from interp.evals.data import data_source
+        from interp.evals.data import TEXT_TASK, data_source, text_set
 
         hub = {"revision": target.spec.rpartition("@")[2], "commit": target.commit} if target.kind == "hub" else {}
         return {"model": target.model, "checkpoint": target.checkpoint, "run": target.run, "label": target.label,
                 "step": target.step, **hub,
                 "kind": target.kind, "task": task, "num_fewshot": self.cfg.num_fewshot,
                 "limit": self.cfg.limit if self.cfg.limit is not None else math.nan, "status": "ok", "error": "",
-                "data_source": "interp.evals.niah (generated)" if task in NIAH_VARIANTS else data_source(task),
+                "data_source": "interp.evals.niah (generated)" if task in NIAH_VARIANTS else
+                text_set(self.cfg.text).source if task == TEXT_TASK else data_source(task),
                 "data_sha256": self.data_sha256(task), "lm_eval_version": importlib.metadata.version("lm_eval"),
                 "versions": _versions(), "device": self.device, "dtype": dtype, "batch_size": self.cfg.batch_size,
                 "hardware": table.hardware_json(hardware()),
@@ -285,11 +297,14 @@ class EvalRunner:
             # docs_limit keeps only the documents --limit scores; not with few-shot examples, which lm-eval draws
             # from a whole split (the evaluated one when no other is there), as `lm_eval --limit` does
             metadata = {DOCS_LIMIT: cfg.limit} if cfg.limit and not cfg.num_fewshot else {}
+            from interp.evals.data import TEXT_TASK, n_docs, text_set
+
+            if task == TEXT_TASK:
+                metadata["text"] = cfg.text
             results = lm_evaluate(lm, task, metadata, limit=cfg.limit, num_fewshot=cfg.num_fewshot,
                                   bootstrap_iters=cfg.bootstrap_iters)
-            from interp.evals.data import n_docs
-
-            return [{**row, "n_docs": n_docs(task)} for row in table.metric_rows(results, task)]
+            size = len(text_set(cfg.text).documents) if task == TEXT_TASK else n_docs(task)
+            return [{**row, "n_docs": size} for row in table.metric_rows(results, task)]
         from interp.evals.niah import shortest_prompt, token_counter
 
         shortest = shortest_prompt(task, token_counter(lm.tokenizer), cfg.niah_gen_tokens)
@@ -379,19 +394,21 @@ def quiet_lm_eval() -> None:
         logging.getLogger(name).setLevel(logging.ERROR)
 
 
-def load_lm(target: EvalTarget, batch_size: int, device: str = "cpu") -> tuple[Any, int]:
+def load_lm(target: EvalTarget, batch_size: int, device: str = "cpu", model_dtype: str = "float32",
+            device_map: Any = None) -> tuple[Any, int]:
     """(lm-eval LM, its context length): InterpLM for our checkpoints, HFLM around the loaded model for the
-    rest (sdpa attention: the numbers `lm_eval --model hf` would give), on `device` (a resolve_device string)."""
-    from interp._util.devices import to_device
+    rest (sdpa attention: the numbers `lm_eval --model hf` would give), in `model_dtype`, on `device` (a
+    resolve_device string) or placed by `device_map` (accelerate; HFLM then feeds the first placed module)."""
     from interp.evals.lm import InterpLM, hf_lm
     from interp.hf.resolve import resolve_model
 
     ref = resolve_model(target.spec)
     if ref.kind == "checkpoint":
         tokenizer = ref.load_tokenizer()
-        lm = InterpLM(model=to_device(ref.load(), device), tokenizer=tokenizer, batch_size=batch_size)
+        lm = InterpLM(model=ref.load_placed(device, model_dtype, device_map), tokenizer=tokenizer,
+                      batch_size=batch_size)
         return lm, lm.max_length
-    lm = hf_lm(to_device(ref.load(attn_implementation="sdpa"), device), batch_size=batch_size)
+    lm = hf_lm(ref.load_placed(device, model_dtype, device_map, attn_implementation="sdpa"), batch_size=batch_size)
     return lm, int(lm.max_length)
 
 

@@ -20,6 +20,7 @@ from typing import Any
 from torch import nn
 
 from interp._util.errors import InputError
+from interp.hf.resolve import CONTEXT_FIELDS
 
 
 @dataclass(frozen=True)
@@ -243,7 +244,6 @@ def lens_modules(model: Any) -> tuple[nn.Module, nn.Module]:
 
 # config fields that hold the context, per architecture: Llama / Qwen / Gemma (and our tapered Llama export) use
 # max_position_embeddings, GPT-2 (and our tapered GPT-2 export) n_positions, older GPT-style configs n_ctx
-CONTEXT_FIELDS = ("max_position_embeddings", "n_positions", "n_ctx")
 
 
 def _is_config(obj: Any) -> bool:

@@ -1,4 +1,4 @@
-"""Export one of our checkpoints as a Hugging Face folder (`interp export RUN_DIR --hf OUT_DIR`).
+"""Export one of our checkpoints as a Hugging Face folder (`interp export RUN_DIR --out OUT_DIR`).
 
 The folder holds config.json (a TaperedLlamaConfig: Llama fields + `intermediate_sizes`, the per-layer
 widths, and an `interp` block saying where it came from; a TaperedGPT2Config for a gpt2-style model),
@@ -183,19 +183,19 @@ def _check_out_dir(run_dir: Path, out_dir: Path, overwrite: bool) -> None:
     from interp.hf.resolve import EXPORT_MODEL_TYPES
 
     if out_dir.exists() and not out_dir.is_dir():
-        raise InputError("is a file, not a folder", path=out_dir, fix="give --hf a new folder")
+        raise InputError("is a file, not a folder", path=out_dir, fix="give --out a new folder")
     if out_dir.resolve().is_relative_to(run_dir.resolve()):
         raise InputError(f"is inside the run being exported ({run_dir}): exporting there would overwrite the "
-                         "run's own files", path=out_dir, fix="give --hf a folder outside the run directory")
+                         "run's own files", path=out_dir, fix="give --out a folder outside the run directory")
     if not out_dir.is_dir() or not any(out_dir.iterdir()):
         return
     if not overwrite:
-        raise InputError("exists and is not empty", path=out_dir, fix="choose a new --hf folder or pass --overwrite")
+        raise InputError("exists and is not empty", path=out_dir, fix="choose a new --out folder or pass --overwrite")
     config = read_json(out_dir / CONFIG_FILE, missing_ok=True, torn_ok=True)
     if not isinstance(config, dict) or config.get("model_type") not in EXPORT_MODEL_TYPES:
         raise InputError("--overwrite replaces only an earlier `interp export` folder, and this is not one (its "
                          f"{CONFIG_FILE} has no tapered model_type)", path=out_dir,
-                         fix="choose a new --hf folder, or empty this one yourself")
+                         fix="choose a new --out folder, or empty this one yourself")
 
 
 def export_hf(run_dir: PathLike, out_dir: PathLike, *, overwrite: bool = False) -> Path:

@@ -25,7 +25,7 @@ from torch import nn
 from interp._util.devices import parse_device_map
 from interp._util.dtypes import MODEL_DTYPES, torch_dtype
 from interp._util.errors import InputError, one_line
-from interp._util.io import file_fingerprint
+from interp._util.io import file_fingerprint, file_sha256
 from interp._util.paths import CONFIG_FILE
 from interp.hf.attention import attention_for
 from interp.hf.adapters import SiteMap, layer_modules, site_map_for
@@ -33,7 +33,7 @@ from interp.hf.export import register_tapered_llama
 from interp.hf.cache import _cache_path, _drop_quantization_state, _save_cache, _valid_cache
 from interp.hf.gguf_file import check_gguf
 from interp.hf.registry import DEFAULT_MODEL, REGISTRY
-from interp.hf.resolve import GGUF_SUFFIX, ModelRef, ModelResolutionError, resolve_model
+from interp.hf.resolve import EXPORT_MODEL_TYPES, GGUF_SUFFIX, ModelRef, ModelResolutionError, resolve_model
 
 # attn_implementation values that need nothing beyond torch; any other (flash_attention_2, flex_attention, a kernels
 # hub id) may be refused by transformers for a missing package or an architecture without it (_attn_error)
@@ -104,13 +104,26 @@ def _pretrained_only(ref: ModelRef) -> None:
             f".load_tokenizer() (the probes and ablations accept both)")
 
 
+def _register_if_ours(where: str) -> None:
+    """register_tapered_llama() when `where` holds an `interp export` folder (or its config cannot be read):
+    importing our modeling classes costs ~2 s, once per process, that any other model would pay for nothing."""
+    import json
+
+    try:
+        model_type = json.loads((Path(where) / CONFIG_FILE).read_text(encoding="utf-8")).get("model_type")
+    except (OSError, ValueError, AttributeError):
+        model_type = None
+    if model_type is None or model_type in EXPORT_MODEL_TYPES:
+        register_tapered_llama()
+
+
 def _check_config(where: str, trust_remote_code: bool) -> None:
     """Parse a local HF directory's config.json the way transformers will, so a field of the wrong type is
     one error naming the file (transformers raises huggingface_hub's StrictDataclassError, not a ValueError)."""
     from huggingface_hub.errors import StrictDataclassError
     from transformers import AutoConfig
 
-    register_tapered_llama()
+    _register_if_ours(where)
     try:
         AutoConfig.from_pretrained(where, trust_remote_code=trust_remote_code, local_files_only=True)
     except (StrictDataclassError, TypeError, KeyError) as err:
@@ -124,12 +137,13 @@ def _from_pretrained(where: str, gguf_file: str | None, dtype: torch.dtype | str
     places the layers through accelerate (placement_options)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    register_tapered_llama()  # `interp export` folders load with the installed classes, never their code copy
+    _register_if_ours(where)  # `interp export` folders load with the installed classes, never their code copy
     start = time.perf_counter()
     # local_files_only: nothing is downloaded, and a hub id missing from the cache fails at once (not after
     # huggingface_hub's ~50 s of retries when there is no network)
-    tokenizer = AutoTokenizer.from_pretrained(where, gguf_file=gguf_file, trust_remote_code=trust_remote_code,
-                                              local_files_only=True)
+    tokenizer = (auto_tokenizer(where, trust_remote_code) if gguf_file is None else
+                 AutoTokenizer.from_pretrained(where, gguf_file=gguf_file, trust_remote_code=trust_remote_code,
+                                               local_files_only=True))
     timings["tokenizer_s"] = time.perf_counter() - start
     start = time.perf_counter()
     # an architecture without an sdpa path (Gemma-2's soft-capped scores) falls back to eager, and says so
@@ -194,14 +208,44 @@ def tokenizer_of(ref: ModelRef) -> Any:
         gguf = _gguf(ref)
         path = gguf.cache_path()
         if _valid_cache(path):
-            return AutoTokenizer.from_pretrained(path, trust_remote_code=False, local_files_only=True)
+            return auto_tokenizer(str(path))
         file = _checked_gguf(gguf)
         return AutoTokenizer.from_pretrained(file.parent, gguf_file=file.name, trust_remote_code=False,
                                              local_files_only=True)
     ref = ref.fetched()  # a hub model: its snapshot, downloaded where missing (interp.hf.hub)
     _check_config(_hf_source(ref), ref.trust_remote_code)
-    return AutoTokenizer.from_pretrained(_hf_source(ref), trust_remote_code=ref.trust_remote_code,
-                                         local_files_only=True)
+    return auto_tokenizer(_hf_source(ref), ref.trust_remote_code)
+
+
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".msgpack", ".h5", ".ckpt", ".onnx")
+_TOKENIZERS: dict[str, Any] = {}   # content key -> tokenizer; a checkpoint series shares one (Pythia: 154 revisions)
+_TOKENIZERS_KEPT = 4
+
+
+def auto_tokenizer(folder: str, trust_remote_code: bool = False) -> Any:
+    """AutoTokenizer.from_pretrained(folder), shared between folders whose non-weight files are identical (the
+    revisions of a series, a model and its tokenizer check): loading a 50k-vocabulary tokenizer takes ~0.3 s,
+    a tenth of probing a small revision. The object is shared: callers must not change it. Remote-code
+    tokenizers are never shared."""
+    import hashlib
+
+    from transformers import AutoTokenizer
+
+    def load() -> Any:
+        return AutoTokenizer.from_pretrained(folder, trust_remote_code=trust_remote_code, local_files_only=True)
+
+    root = Path(folder)
+    if trust_remote_code or not root.is_dir():
+        return load()
+    digest = hashlib.sha256()
+    for path in sorted(p for p in root.iterdir() if p.is_file() and p.suffix not in WEIGHT_SUFFIXES):
+        digest.update(f"{path.name}\0{file_sha256(path)}\n".encode())
+    key = digest.hexdigest()
+    if key not in _TOKENIZERS:
+        while len(_TOKENIZERS) >= _TOKENIZERS_KEPT:
+            _TOKENIZERS.pop(next(iter(_TOKENIZERS)))
+        _TOKENIZERS[key] = load()
+    return _TOKENIZERS[key]
 
 
 DeviceMap = str | dict[str, Any] | None

@@ -41,6 +41,8 @@ KINDS = ("registry", "gguf", "checkpoint", "hf_dir", "hub")
 GGUF_SUFFIX = ".gguf"
 REMOTE_CODE_FILES = (CONFIG_FILE, "tokenizer_config.json")  # where transformers reads auto_map
 EXPORT_MODEL_TYPE = "tapered_llama"  # its modeling code ships with interp (interp.hf.export)
+# where a config states the context, first match wins (GPT-2: n_positions; our export: max_position_embeddings)
+CONTEXT_FIELDS = ("max_position_embeddings", "n_positions", "n_ctx")
 EXPORT_MODEL_TYPES = (EXPORT_MODEL_TYPE, "tapered_gpt2")  # every `interp export` model_type (interp.hf.export.STYLES)
 TRUST_REMOTE_CODE_FLAG = "--trust-remote-code"
 _HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -120,6 +122,45 @@ class ModelRef:
         from interp.hf.load import load_model
 
         return load_model(self, **kwargs)
+
+    def context_length(self) -> int | None:
+        """The model's context (positions) read from its config alone, before any weights load: our checkpoint's
+        n_ctx, an HF directory's (or a fetched hub snapshot's) config; None where only a load can tell (a .gguf,
+        a registry model, a hub model not yet fetched)."""
+        if self.path is None or not self.path.is_dir():
+            return None
+        try:
+            config = read_json(self.path / CONFIG_FILE)
+        except (OSError, ValueError):
+            return None
+        if not isinstance(config, dict):
+            return None
+        if self.kind == "checkpoint":
+            n_ctx = (config.get("model") or {}).get("n_ctx") if isinstance(config.get("model"), dict) else None
+            return n_ctx if isinstance(n_ctx, int) and n_ctx > 0 else None
+        text = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
+        for name in CONTEXT_FIELDS:
+            value = text.get(name)
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                return value
+        return None
+
+    def load_placed(self, device: str = "cpu", model_dtype: str = "float32", device_map: Any = None,
+                    **kwargs: Any) -> Any:
+        """load() in `model_dtype` (--model-dtype), on `device` (a resolve_device string) or placed by `device_map`
+        (accelerate; then not moved): what probe, ablate and eval all load through. One of our checkpoints is
+        cast (auto: as saved) and refuses a device map."""
+        from interp._util.devices import to_device
+        from interp._util.dtypes import torch_dtype
+
+        if self.kind == "checkpoint":
+            if device_map is not None:
+                raise InputError("a device map places Hugging Face models only; one of our checkpoints loads whole",
+                                 path=self.path, field="device_map", fix="drop --device-map, or use --device")
+            model = self.load(**kwargs)
+            return to_device(model if model_dtype == "auto" else model.to(torch_dtype(model_dtype)), device)
+        model = self.load(dtype=model_dtype, device_map=device_map, **kwargs)
+        return model if device_map is not None else to_device(model, device)
 
 
 def resolve_model(spec: str | Path, trust_remote_code: bool = False, revision: str | None = None) -> ModelRef:
