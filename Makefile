@@ -5,13 +5,13 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup test test-fast figures bench clean
+.PHONY: setup test test-fast figures bench notebooks clean
 
 setup:
 	@bash scripts/setup.sh
 
 test: setup
-	$(PY) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+	$(PY) -m pytest -q -p no:cacheprovider --durations=15 $(PYTEST_ARGS)
 
 test-fast: setup
 	$(PY) -m pytest -q -p no:cacheprovider -m "not integration and not slow" $(PYTEST_ARGS)
@@ -21,6 +21,10 @@ figures: setup
 
 bench: setup
 	$(PY) benchmarks/run_all.py --write
+
+# re-execute every notebook in full mode and store its outputs (explore.ipynb: ~25 min on 2 cores)
+notebooks: setup
+	$(PY) scripts/run_notebooks.py --all
 
 clean:
 	rm -rf $(VENV) .cache build *.egg-info

@@ -12,7 +12,9 @@ Each analysis module exposes:
                                      them from their stored tables instead of retraining, unless they are
                                      named with --only or --all is given
 
-Adding an analysis is one line: append its module name to ANALYSES.
+Adding an analysis is one line: append its module name to ANALYSES. An experiment made of training runs (or an
+evaluation over one) is also listed in EXPERIMENTS, which gives it its `interp experiment NAME` command (flags from
+its Config; interp/cli/experiment.py).
 
 Layering: an analysis module is config + compute + render and never imports interp.cli; the command
 line (interp/cli/) is the only layer that imports analyses, and builds its flags from their Configs.
@@ -57,6 +59,18 @@ ANALYSES: list[str] = [
     "pythia_over_training",
 ]
 
+# The experiments made of training runs, and the evaluation over one, by their `interp experiment` name:
+# name -> (analysis module above, the one line `interp experiment --help` shows).
+EXPERIMENTS: dict[str, tuple[str, str]] = {
+    "groups": ("group_ablation", "uniform vs wider-early/-middle/-late at equal parameters (paper Fig. 2)"),
+    "sweep": ("schedule_sweep", "schedule x ratio sweep, 16 variants (paper Table 1)"),
+    "rivals": ("rival_profiles", "the paper's taper vs the reverse taper, middle-heavy and x-shaped profiles"),
+    "architectures": ("architectures", "uniform vs cosine 1.5->0.5 for each token mixer"),
+    "gain-vs-tokens": ("gain_vs_tokens", "does the taper's gain shrink or grow with training length? (wsd branches)"),
+    "derived-taper": ("derived_taper", "a taper derived from a measured skip-MLP profile vs cosine 1.5->0.5"),
+    "eval": ("downstream_groups", "the paper's tasks on every run of an experiment, per variant over seeds"),
+}
+
 REQUIRED_ATTRIBUTES = ("NAME", "OUTPUTS", "Config", "compute", "render")
 TABLE_SUFFIX = ".csv"
 META_SUFFIX = ".meta.json"
@@ -90,6 +104,15 @@ def check_module(module: ModuleType) -> None:
         raise TypeError(f"{module.__name__}.Config must be a @dataclass")
     if not module.OUTPUTS or not all(isinstance(o, str) for o in module.OUTPUTS):
         raise TypeError(f"{module.__name__}.OUTPUTS must be a non-empty list of file names under figures/")
+
+
+def experiment_analysis(name: str) -> ModuleType:
+    """The analysis module of the experiment `name` (EXPERIMENTS); ValueError listing the known names otherwise."""
+    if name not in EXPERIMENTS:
+        raise ValueError(f"unknown experiment {name!r}; experiments (analyses.EXPERIMENTS): {', '.join(EXPERIMENTS)}")
+    module = importlib.import_module(f"{__name__}.{EXPERIMENTS[name][0]}")
+    check_module(module)
+    return module
 
 
 def is_heavy(module: ModuleType) -> bool:

@@ -60,7 +60,6 @@ from analyses.group_ablation import (
     ROOT_HELP,
     SEEDS_HELP,
     experiment_files,
-    fit_warmup,
     train_and_record,
     write_experiment_tables,
 )
@@ -161,7 +160,7 @@ def shared_overrides(cfg: Config) -> dict[str, Any]:
         overrides["steps"] = cfg.steps
     if "warmup_steps" in budget and "warmup_steps" not in cfg.overrides and "steps" in overrides:
         overrides["warmup_steps"] = min(budget["warmup_steps"], overrides["steps"])  # --steps 5 stays valid
-    overrides.update(fit_warmup(cfg.preset, overrides))  # the same without a CPU budget
+    # without a CPU budget a --steps below the preset's warm-up is fitted by Experiment (fit_to_steps), and said
     return overrides
 
 

@@ -109,20 +109,8 @@ def build_experiment(cfg: Any, kind: str):
                          "give the precision once, with --dtype")
     variants = select_variants(VARIANT_SETS[kind](), cfg.only)
     overrides = dict(cfg.overrides, dtype=cfg.dtype, **({"steps": cfg.steps} if cfg.steps is not None else {}))
-    overrides.update(fit_warmup(cfg.preset, overrides))
     return Experiment(name=cfg.name or f"{kind}-{cfg.preset}", preset=cfg.preset, variants=variants,
                       seeds=list(range(cfg.seeds)), root=resolve_root(cfg.root), overrides=overrides)
-
-
-def fit_warmup(preset: str, overrides: dict[str, Any]) -> dict[str, Any]:
-    """{"warmup_steps": N} when `--steps N` is below the preset's warm-up (which would make every run invalid),
-    else {}; a warmup_steps the user set is left alone. Shared with architectures."""
-    from interp.training.config import TrainConfig
-
-    if "steps" not in overrides or "warmup_steps" in overrides:
-        return {}
-    steps = overrides["steps"]
-    return {"warmup_steps": steps} if TrainConfig.from_preset(preset).warmup_steps > steps else {}
 
 
 def with_paper(summary: pd.DataFrame, paper: dict[str, float]) -> pd.DataFrame:

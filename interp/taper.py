@@ -27,6 +27,8 @@ from interp.schedules import MEASURED, WidthSpec
 
 WIDTHS_FORMAT = "interp.widths/1"
 TRANSFORMS = ("value", "one_minus", "negate")  # importance = value | 1 - value | -value
+MEASURED_ON = ("text_source", "text_sha256", "n_tokens", "seq_len", "checkpoint", "revision", "commit")
+FLAT_SPREAD = 0.05   # widths whose (max - min) / d_ff is below this are called flat: the run would be ~uniform
 
 
 @dataclass
@@ -105,6 +107,9 @@ def read_profile(table: PathLike, measure: str, model: str = "", where: str = ""
         raise InputError(f"the {measure!r} means hold NaN or inf; remeasure or choose another metric", path=path)
     info = {"table": str(path), "table_sha256": hashlib.sha256(path.read_bytes()).hexdigest(), "measure": measure,
             "model": model or (models[0] if models else ""), "where": where, "layers_measured": len(values)}
+    for column in MEASURED_ON:   # what the profile was measured on (a hub text, a revision), where the table says
+        if column in rows.columns and rows[column].astype(str).nunique() == 1 and str(rows[column].iloc[0]) != "nan":
+            info[column] = str(rows[column].iloc[0])
     return values, info
 
 
@@ -124,9 +129,34 @@ def derive(cfg: DeriveConfig) -> dict:
                      monotone=cfg.monotone, smooth=cfg.smooth, min_ratio=cfg.min_ratio, multiple=cfg.multiple,
                      origin=source)
     widths = spec.widths(cfg.layers, cfg.d_ff)
-    return {"format": WIDTHS_FORMAT, "width": spec.to_dict(), "label": spec.label, "layers": cfg.layers,
-            "d_ff": cfg.d_ff, "widths": widths, "profile": values, **info,
-            "settings": {"transform": cfg.transform}}
+    doc = {"format": WIDTHS_FORMAT, "width": spec.to_dict(), "label": spec.label, "layers": cfg.layers,
+           "d_ff": cfg.d_ff, "widths": widths, "profile": values, **info,
+           "settings": {"transform": cfg.transform}}
+    warning = flat_warning(cfg, spec, widths)
+    return {**doc, "warning": warning} if warning else doc
+
+
+def flat_warning(cfg: DeriveConfig, spec: WidthSpec, widths: list[int]) -> str:
+    """Why the derived widths are (nearly) uniform, or "" when they taper: training them would rerun the
+    uniform baseline under another name."""
+    spread = (max(widths) - min(widths)) / cfg.d_ff
+    if spread >= FLAT_SPREAD:
+        return ""
+    head = f"the derived widths are nearly flat (max - min = {spread:.1%} of d_ff): "
+    if cfg.exponent == 0:
+        return head + "--exponent 0 means uniform widths"
+    if cfg.monotone:
+        free = WidthSpec(MEASURED, measure=spec.measure, exponent=cfg.exponent, monotone=False, smooth=cfg.smooth,
+                         min_ratio=cfg.min_ratio, multiple=cfg.multiple).widths(cfg.layers, cfg.d_ff)
+        if (max(free) - min(free)) / cfg.d_ff >= FLAT_SPREAD:
+            imp = spec.measure
+            return head + (f"--monotone forced a non-increasing profile on an importance that does not fall with "
+                           f"depth ({cfg.measure} {cfg.transform}: {imp[0]:.3g} at the first layer, {imp[-1]:.3g} "
+                           f"at the last), and the isotonic fit of a rising profile is flat; drop --monotone, "
+                           f"change --transform, or choose a measure that falls with depth")
+    lo, hi = min(spec.measure), max(spec.measure)
+    return head + (f"the importance varies little across layers ({lo:.3g} .. {hi:.3g}); raise --exponent to "
+                   f"sharpen it, or choose another --measure")
 
 
 def save_widths(doc: dict, out: PathLike) -> Path:

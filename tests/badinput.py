@@ -48,7 +48,7 @@ class Case:
     env: dict[str, str] = field(default_factory=dict)
     stdin: str | None = None                       # subprocess only: text fed to stdin (e.g. "y\n")
     check: Callable[[Path], None] | None = None    # extra assertions on the scratch folder afterwards
-    timeout: float = 300
+    timeout: float = 1800   # a hang, never a slow machine
 
     def __post_init__(self) -> None:
         if any(c.id == self.id for c in CASES):

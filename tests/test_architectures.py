@@ -18,7 +18,7 @@ from analyses import architectures as arch
 from interp._util.paths import CONFIG_FILE, RESULT_FILE
 from interp.cli import build_parser
 from interp.cli.ablate import run_architectures
-from interp.cli.sweep import config_from_args
+from interp.cli.experiment import config_from_args
 from interp.data import TokenData
 from interp.model import param_counts
 from interp.training import TrainConfig

@@ -250,7 +250,7 @@ def test_pretrained_summary_of_a_group_without_skips_is_nan_and_quiet(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(REPO), "INTERP_CACHE_DIR": str(tmp_path / "cache"),
            "PYTHONWARNINGS": "error::RuntimeWarning", "MPLBACKEND": "Agg"}
     proc = subprocess.run([sys.executable, "-m", "interp.cli", *argv, "--groups", "early", "--skip-layers", "2"],
-                          env=env, capture_output=True, text=True, timeout=300)
+                          env=env, capture_output=True, text=True, timeout=1800)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "RuntimeWarning" not in proc.stderr and "Mean of empty slice" not in proc.stderr
     early = next(line for line in proc.stdout.splitlines() if line.startswith("early"))

@@ -207,7 +207,7 @@ def _held_lock(tmp: Path) -> None:
 
 def _release(tmp: Path) -> None:
     (tmp.parent / f"{tmp.name}.release").write_text("")
-    _HOLDERS.pop(str(tmp)).wait(timeout=30)
+    _HOLDERS.pop(str(tmp)).wait(timeout=1800)
 
 
 # ------------------------------------------------------------------------------------------ item 3: the skip key
@@ -292,9 +292,9 @@ Case("models-models-cache-remote-code-refused", item="8", setup=_remote_code, su
 # ------------------------------------------------------------------------------------------ item 10: symlinks
 
 Case("models-batch-self-links-terminate", item="10", setup=lambda t: (t / "t").mkdir() or [
-     os.symlink(".", t / "t" / n) for n in "ab"], subprocess=True, timeout=120,
+     os.symlink(".", t / "t" / n) for n in "ab"], subprocess=True, timeout=1800,
      argv=["batch", "t", "--dry-run"], message=r"interp batch: t: found no checkpoint dir")
-Case("models-batch-link-out-of-the-tree", item="10", setup=_links(outside=True), rc=0, subprocess=True, timeout=120,
+Case("models-batch-link-out-of-the-tree", item="10", setup=_links(outside=True), rc=0, subprocess=True, timeout=1800,
      argv=["batch", "t", "--out", "w.parquet", *BATCH], message=r"\[batch\] t/out -> .*/ext: a symlink out of",
      may_change=TABLE + CACHE, check=_table_paths("t/good1"))
 

@@ -310,7 +310,7 @@ def test_torchrun_two_ranks_merge_automatically(env, tmp_path):
     out = tmp_path / "ddp.parquet"
     proc = torchrun(["-m", "interp.cli", "batch", str(run), "--out", str(out), "--text", str(env[2]), "--tokens",
                      "64", "--seq-len", "32", "--batch-size", "2", "--metrics", "rho_mlp,rho_block", "--no-progress"],
-                    env=env[3], timeout=240)
+                    env=env[3], timeout=1800)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "rank 0/2: 2 analysed" in proc.stdout and "rank 1/2: 2 analysed" in proc.stdout
     pd.testing.assert_frame_equal(pd.read_parquet(out), single)
@@ -356,8 +356,10 @@ def test_novelty_over_training_analysis_on_micro_runs(env, tmp_path):
 # ------------------------------------------------------------------------------------------ probe options
 
 def test_default_settings_keep_the_hash_of_earlier_tables():
-    """Options added to ProbeConfig later enter the settings only when set: earlier parts keep their keys."""
+    """Options added to ProbeConfig later enter the settings only when set: earlier parts keep their keys (an unset
+    seq_len is fitted before the settings are hashed: 256 when every model's context allows it, as before)."""
     cfg = batch.BatchConfig()
+    cfg = dataclasses.replace(cfg, probe=batch.fit_seq_len(cfg.probe, []))
     before = {"text_sha256": "0" * 64, "tokens": 2048, "seq_len": 256, "batch_size": 4, "backend": "torch",
               "positions": "skip_first", "prepend_bos": False, "dtype": "float32",
               "metrics": list(probes.METRIC_NAMES), "eps": 1e-8, "tokenizer": None}  # what the settings were
@@ -367,6 +369,7 @@ def test_default_settings_keep_the_hash_of_earlier_tables():
         batch.BatchConfig.build(exclude_massive_dims=[3]), batch.BatchConfig.build(eps=1e-6))}
     assert len(hashes) == 5  # every field that changes the numbers changes the key
     assert batch.BatchConfig.from_dict(cfg.to_dict()) == cfg
+    assert batch.BatchConfig().probe.seq_len is None
     with pytest.raises(ValueError, match=r"unknown keys \['tokens'\]"):  # probe options live under "probe"
         batch.BatchConfig.from_dict({**cfg.to_dict(), "tokens": 3})
     with pytest.raises(ValueError, match=r"BatchConfig.probe: reference='cooked'"):

@@ -145,14 +145,14 @@ def test_bench_cpu_kernels_quick():
 def test_run_worker_parses_result_and_reports_failures(tmp_path):
     ok = tmp_path / "ok.py"
     ok.write_text(f"print('noise')\nprint({common.RESULT_PREFIX!r} + '{{\"x\": 1}}')\n")
-    assert common.run_worker(ok, [], timeout=60) == {"x": 1}
+    assert common.run_worker(ok, [], timeout=1800) == {"x": 1}
     bad = tmp_path / "bad.py"
     bad.write_text(textwrap.dedent("""
         import sys
         print("partial output")
         sys.exit("worker broke: no model")
     """))
-    assert common.run_worker(bad, [], timeout=60) == {"error": "exit status 1: worker broke: no model"}
+    assert common.run_worker(bad, [], timeout=1800) == {"error": "exit status 1: worker broke: no model"}
     slow = tmp_path / "slow.py"
     slow.write_text("import time\ntime.sleep(30)\n")
     assert common.run_worker(slow, [], timeout=1) == {"error": "timed out after 1 s"}

@@ -37,7 +37,7 @@ def _python(code: str, **env: str) -> dict:
     line as JSON."""
     base = {k: v for k, v in os.environ.items() if k not in cpu_kernels.PORTABLE_ENV and k != cpu_kernels.MODE_VAR}
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, env={**base, **env}, capture_output=True,
-                          text=True, timeout=120)
+                          text=True, timeout=1800)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -121,7 +121,7 @@ def test_a_run_trained_portable_says_so_in_its_tables(tmp_path):
            cpu_kernels.MODE_VAR: "portable", "INTERP_CACHE_DIR": str(tmp_path / "cache")}
     proc = subprocess.run([sys.executable, "-m", "interp.cli", "train", "--preset", "micro", "--steps", "2",
                            "--out", str(tmp_path / "run")], cwd=REPO_ROOT, env=env, capture_output=True, text=True,
-                          timeout=300)
+                          timeout=1800)
     assert proc.returncode == 0, proc.stderr
     from interp.training.results import trained_on
 
@@ -209,7 +209,7 @@ def test_a_resume_with_other_kernels_is_refused(tmp_path):
     before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file() and p.name != ".lock"}  # the lock: a pid
     proc = subprocess.run([sys.executable, "-m", "interp.cli", "train", "--preset", "micro", "--steps", "4",
                            "--ckpt-interval", "2", "--out", str(out), "--resume"], cwd=REPO_ROOT,
-                          env={**env, cpu_kernels.MODE_VAR: "portable"}, capture_output=True, text=True, timeout=300)
+                          env={**env, cpu_kernels.MODE_VAR: "portable"}, capture_output=True, text=True, timeout=1800)
     assert proc.returncode == 2, proc.stderr
     assert "trained with native CPU kernels and this resume would continue with portable" in proc.stderr
     after = {p: p.read_bytes() for p in out.rglob("*") if p.is_file() and p.name != ".lock"}

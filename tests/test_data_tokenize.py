@@ -284,7 +284,7 @@ def _tokenize_process(work, out: str, fault: str | None) -> subprocess.Completed
         env[FAULT_ENV] = fault
     argv = [sys.executable, "-m", "interp.cli", "data", "tokenize", *(str(sources[k]) for k in KILL_SOURCES),
             "--tokenizer", str(tok_dir), "--out", str(root / out), "--val-fraction", str(VAL), "--workers", "1"]
-    return subprocess.run(argv, capture_output=True, text=True, timeout=300, env=env)
+    return subprocess.run(argv, capture_output=True, text=True, timeout=1800, env=env)
 
 
 KILL_SOURCES = ("folder", "text", "jsonl", "gz")   # what imports fast (no pyarrow, no datasets): 4 shards

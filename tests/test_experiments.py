@@ -19,7 +19,7 @@ import analyses
 from analyses import group_ablation, schedule_sweep
 from interp._util.paths import RESULT_FILE
 from interp.cli import build_parser, main
-from interp.cli.sweep import config_from_args
+from interp.cli.experiment import config_from_args
 from interp.model import param_counts
 from interp.schedules import WidthSpec
 from interp.stats import mean_ci, t_cdf, t_quantile

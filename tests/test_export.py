@@ -48,7 +48,7 @@ def test_export_loads_with_remote_code_in_a_fresh_process(run_dir, tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # no interp on the path: self-contained
     env.update(HF_HOME=str(tmp_path / "hf_home"), HF_HUB_OFFLINE="1")
     proc = subprocess.run([sys.executable, "-c", code, str(tmp_path / "hf"), str(tmp_path / "ref.pt")],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=1800)
     assert proc.returncode == 0, proc.stderr[-2000:]
     name, eos, diff = proc.stdout.split()[-3:]
     assert name == "TaperedLlamaForCausalLM" and eos == "<|endoftext|>"

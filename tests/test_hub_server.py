@@ -211,13 +211,13 @@ def test_child_process_downloads_then_reads_the_cache_offline(hub, tmp_path):
         from huggingface_hub import hf_hub_download
         print(hf_hub_download({REPO!r}, "model.safetensors", revision="step0"))"""
     env = hub.child_env(hf_home=tmp_path / "hf")
-    online = subprocess.run([sys.executable, "-c", online_code], env=env, capture_output=True, text=True, timeout=120)
+    online = subprocess.run([sys.executable, "-c", online_code], env=env, capture_output=True, text=True, timeout=1800)
     assert online.returncode == 0, online.stderr[-2000:]
     assert online.stdout.strip() == "GPTNeoXForCausalLM"
     assert ("GET", f"/{REPO}/resolve/{hub.shas['step0']}/model.safetensors") in hub.requests
     hub.stop()
     offline = subprocess.run([sys.executable, "-c", offline_code], env={**env, "HF_HUB_OFFLINE": "1"},
-                             capture_output=True, text=True, timeout=120)
+                             capture_output=True, text=True, timeout=1800)
     assert offline.returncode == 0, offline.stderr[-2000:]
     cached = Path(offline.stdout.strip())
     assert cached.is_relative_to(tmp_path / "hf") and cached.parent.name == hub.shas["step0"]

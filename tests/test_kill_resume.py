@@ -57,7 +57,7 @@ def train(work: Path, out: str, *extra: str, fault: str | None = None, **popen) 
     argv = [sys.executable, "-m", "interp.cli", "train", "--preset", "micro", "--source", "corpus", "--val-fraction",
             "0.25", "--threads", "1", "--steps", str(STEPS), "--ckpt-interval", "2", "--eval-interval", "4",
             "--log-interval", "1", "--keep-step-checkpoints", "--out", out, *extra]
-    return subprocess.run(argv, check=False, cwd=work, env=env, capture_output=True, text=True, timeout=600,
+    return subprocess.run(argv, check=False, cwd=work, env=env, capture_output=True, text=True, timeout=1800,
                           **popen)
 
 
@@ -159,7 +159,7 @@ def test_a_second_run_on_the_same_out_is_refused(work):
             f"interp train: run directory same is in use by another process (pid {first.pid}"), second.stderr
     finally:
         first.send_signal(signal.SIGTERM)
-        _, err = first.communicate(timeout=120)
+        _, err = first.communicate(timeout=1800)
     assert first.returncode == 130, err
     assert json.loads((out / CONFIG_FILE).read_text())["train"]["seed"] == 0
     records = [json.loads(x) for x in (out / LOG_FILE).read_text().splitlines()]
@@ -180,6 +180,6 @@ def test_sigterm_before_the_loop_exits_130_and_writes_nothing(tmp_path):
     while time.time() < deadline and proc.poll() is None and not (tmp_path / "cache" / "tokenizers").is_dir():
         time.sleep(0.02)
     proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=120)
+    _, err = proc.communicate(timeout=1800)
     assert proc.returncode == 130 and err.strip().splitlines()[-1] == "interp train: interrupted", err
     assert "Traceback" not in err and not (tmp_path / "runs").exists()

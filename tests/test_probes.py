@@ -683,7 +683,7 @@ def test_gemma3_mlp_out_is_the_post_feedforward_norm_output_in_every_backend():
     ("exclude_massive_dims", 0, "exclude_massive_dims=0: give k >= 1"),
     ("exclude_massive_dims", (3, -1), "indices must be >= 0"),
     ("exclude_massive_dims", "3", "expected a list of d_model indices"),
-    ("tokens", 100, "tokens=100 is less than one sequence of seq_len=512"),
+    ("tokens", 1, "tokens=1 is less than one sequence"),
     ("batch_size", 0, "batch_size >= 1"),
     ("tokenizer", CharTokenizer(), "tokenizer=.*a name for interp.data.get_tokenizer"),
     ("device", "gpu", "device='gpu': write cpu, cuda or cuda:N"),
@@ -759,12 +759,12 @@ def test_probe_and_batch_flags_are_generated_from_probe_config(monkeypatch):
     # defaults: probe's are ProbeConfig's, batch's its own tokens / seq_len; both parse every flag the same way
     assert probe_config(build_parser().parse_args(["probe"])) == config.ProbeConfig()
     batch_cfg = config_from_args(build_parser().parse_args(["batch", "x"]))
-    assert batch_cfg.probe == config.ProbeConfig(tokens=2048, seq_len=256)
+    assert batch_cfg.probe == config.ProbeConfig(tokens=2048)   # seq_len: fitted to the models (256 at most)
     flags = ["--reference", "normed", "--exclude-massive-dims", "17,3", "--metrics", "rho_mlp,rho_block",
              "--prepend-bos", "--tokens", "64"]
     from_probe = probe_config(build_parser().parse_args(["probe", *flags]))
     from_batch = config_from_args(build_parser().parse_args(["batch", "x", *flags])).probe
-    assert from_probe == dataclasses.replace(from_batch, seq_len=512) == config.ProbeConfig(
+    assert from_probe == from_batch == config.ProbeConfig(
         tokens=64, reference="normed", exclude_massive_dims=(17, 3), metrics=("rho_mlp", "rho_block"),
         prepend_bos=True)
 

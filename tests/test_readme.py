@@ -32,11 +32,9 @@ QUICK: tuple[tuple[str, list[str]], ...] = (
     ("interp probe --model smollm2-135m", []),
     ("interp probe --model gemma3-270m", ["--tokens", "512", "--seq-len", "256"]),
     ("interp probe", ["--tokens", "512", "--seq-len", "128"]),
-    ("interp ablate pretrained", ["--seq-len", "64", "--score-sequences", "2", "--eval-sequences", "4",
-                                  "--fractions", "0.5", "--seeds", "0", "--skip-layers", "none",
-                                  "--figures-dir", "{tmp}/figures"]),
-    ("interp ablate", ["--dry-run", "--figures-dir", "{tmp}/figures"]),
-    ("interp sweep", ["--dry-run", "--figures-dir", "{tmp}/figures"]),
+    ("interp experiment", ["--dry-run", "--out", "{tmp}/figures"]),
+    ("interp ablate", ["--seq-len", "64", "--score-sequences", "2", "--eval-sequences", "4",
+                       "--fractions", "0.5", "--seeds", "0", "--skip-layers", "none"]),
     ("interp batch", ["--tokens", "256", "--seq-len", "64"]),
     ("interp figures --recompute", None),  # is `make figures` itself: parsed only
     ("interp figures", ["--figures-dir", "{tmp}/figures"]),
@@ -108,9 +106,9 @@ def test_tour_runs(tmp_path, save_pretrained_dir, smollm2_tokenizer):
             continue
         if cmd[0] == "interp":
             out = subprocess.run([sys.executable, "-m", "interp.cli", *cmd[1:]], cwd=tmp_path, env=env,
-                                 capture_output=True, text=True, timeout=600)
+                                 capture_output=True, text=True, timeout=3600)  # a hang, not a slow machine
         else:  # torchrun: the README's flags, plus --standalone (a free port of its own)
-            out = torchrun(cmd[1:], env=env, cwd=tmp_path, nproc=None, timeout=600)
+            out = torchrun(cmd[1:], env=env, cwd=tmp_path, nproc=None, timeout=3600)
         assert out.returncode == 0, f"{' '.join(argv)}\n{out.stdout[-2000:]}\n{out.stderr[-3000:]}"
         ran += 1
     assert ran >= 15
@@ -130,3 +128,14 @@ def test_python_tour_runs(tmp_path, monkeypatch):
     assert namespace["param_counts"](namespace["cfg"])["total"] > 0
     assert set(namespace["df"]["metric"]) >= {"rho_mlp", "rho_block"}
     assert namespace["result"]["status"] == "done"
+
+
+def test_first_screen_and_docs_index():
+    """The README's first screen holds the pitch, the two commands and the task table; docs/README.md names every
+    page of docs/ (a new page without a line fails here)."""
+    first_screen = "\n".join(README.read_text().splitlines()[:40])
+    for needed in ("Tapered Language Model", "make figures", "make test", "| task | one command | read |"):
+        assert needed in first_screen, needed
+    index = (REPO_ROOT / "docs" / "README.md").read_text()
+    pages = sorted(p.name for p in (REPO_ROOT / "docs").glob("*.md") if p.name != "README.md")
+    assert [p for p in pages if f"]({p})" not in index] == []

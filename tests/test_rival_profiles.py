@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from analyses import rival_profiles
 from interp.cli import build_parser, main
-from interp.cli.sweep import config_from_args
+from interp.cli.experiment import config_from_args
 from interp.model import flops_per_token, param_counts
 from interp.schedules import (
     SCHEDULES,

@@ -92,6 +92,29 @@ def test_taper_derive_cli_writes_a_widths_file_that_train_reads(tmp_path, capsys
     assert "widths (6 layers, mean 256)" in capsys.readouterr().out
 
 
+def test_derived_widths_record_the_text_and_warn_when_flat(tmp_path, capsys):
+    """The widths file says what text and revision the profile was measured on; a flat result warns and says
+    why (a rising importance forced monotone is the README's old pitfall)."""
+    from interp.cli import main
+
+    table = _table(tmp_path / "t.parquet", [0.1, 0.2, 0.4, 0.8], text_source="hf:Salesforce/wikitext@abc",
+                   text_sha256="f" * 64, revision="step1000", commit="c" * 40)
+    out = tmp_path / "w.json"
+    base = ["taper", "derive", "--from", str(table), "--layers", "6", "--d-ff", "256", "--out", str(out)]
+    assert main([*base, "--transform", "one_minus", "--monotone"]) == 0
+    doc = json.loads(out.read_text())
+    assert doc["text_source"] == "hf:Salesforce/wikitext@abc" and doc["revision"] == "step1000"
+    assert doc["commit"] == "c" * 40 and "warning" not in doc
+    assert "warning" not in capsys.readouterr().err
+    assert main([*base, "--monotone"]) == 0       # importance = rho rises with depth: the isotonic fit is flat
+    doc = json.loads(out.read_text())
+    assert max(doc["widths"]) - min(doc["widths"]) < 0.05 * 256
+    err = capsys.readouterr().err
+    assert "nearly flat" in err and "--monotone forced" in err and doc["warning"] in err
+    assert main([*base, "--exponent", "0"]) == 0
+    assert "--exponent 0 means uniform" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--measure", "nope"], r"no rows of metric 'nope'; available: \['rho_mlp'\]"),
     (["--model", "other"], r"no rows of model 'other'"),

@@ -11,7 +11,7 @@ import json
 import re
 import types
 import typing
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 
@@ -35,14 +35,17 @@ def reject_unknown_keys(cls: type, d: dict) -> None:
 
 def option(default: Any = dataclasses.MISSING, help: str = "", *, choices: Iterable[Any] | None = None,
            parse: Callable[[str], Any] | None = None, metavar: str | None = None, flag: str | None = None,
+           aliases: Iterable[str] = (), section: str | None = None,
            cli: bool = True, default_factory: Callable[[], Any] | None = None) -> Any:
     """A dataclass field carrying its command-line description.
 
     choices: allowed values (shown in --help and enforced by argparse); parse: str -> value for types
     argparse cannot build (e.g. "3" | "17,247"); flag: the flag name when it is not --field-name;
-    cli=False: a field that is never a flag (set from Python or derived)."""
+    aliases: older flag names that still work (one release; --help names them); section: the --help section
+    the flag is listed under (add_arguments groups a config's flags by it); cli=False: a field that is never a
+    flag (set from Python or derived)."""
     metadata = {"help": help, "choices": tuple(choices) if choices is not None else None, "parse": parse,
-                "metavar": metavar, "flag": flag, "cli": cli}
+                "metavar": metavar, "flag": flag, "aliases": tuple(aliases), "section": section, "cli": cli}
     if default_factory is not None:
         return dataclasses.field(default_factory=default_factory, metadata=metadata)
     return dataclasses.field(default=default, metadata=metadata)
@@ -72,13 +75,25 @@ def cli_fields(cls: type, exclude: Iterable[str] = ()) -> list[dataclasses.Field
     return [f for f in dataclasses.fields(cls) if f.name not in skip and f.metadata.get("cli", True)]
 
 
+def add_sections(parser: argparse.ArgumentParser, sections: Mapping[str, str | None] | Sequence[str]
+                 ) -> dict[str, Any]:
+    """{section: argument group} for `sections` (a mapping gives each its description), created in that order so
+    --help lists them so whatever the fields' order; argparse hides a section left empty. Pass the result to
+    add_arguments(groups=...), after adding a command's own flags that should come first in a section."""
+    described = sections if isinstance(sections, Mapping) else dict.fromkeys(sections)
+    return {title: parser.add_argument_group(title, description) for title, description in described.items()}
+
+
 def add_arguments(parser: argparse.ArgumentParser | Any, cls: type, exclude: Iterable[str] = (),
-                  defaults: dict[str, Any] | None = None) -> None:
+                  defaults: dict[str, Any] | None = None, groups: dict[str, Any] | None = None) -> dict[str, Any]:
     """Add one flag per option field of dataclass `cls` to `parser` (or an argument group).
 
     Every flag defaults to None ("not given"), so dataclass_from_args can tell an explicit value from the
-    config's default; --help shows the config's default. bool fields become --x / --no-x."""
+    config's default; --help shows the config's default. bool fields become --x / --no-x. Fields with a
+    `section` are listed under that heading: its group in `groups` (add_sections), else a new group, in first-use
+    order. Returns the groups, those created here added, so a command can add its own flags to a section."""
     hints = typing.get_type_hints(cls)
+    groups = {} if groups is None else groups
     shown = {f.name: (f.default if f.default is not dataclasses.MISSING else
                       f.default_factory() if f.default_factory is not dataclasses.MISSING else None)
              for f in dataclasses.fields(cls)}
@@ -88,7 +103,9 @@ def add_arguments(parser: argparse.ArgumentParser | Any, cls: type, exclude: Ite
         tp, _optional = _unwrap_optional(hints[field.name])
         kwargs: dict[str, Any] = {"dest": field.name, "default": None}
         default_note = f" (default: {shown[field.name]!r})" if shown[field.name] not in (None, "", ()) else ""
-        kwargs["help"] = (meta.get("help") or "") + default_note
+        aliases = tuple(meta.get("aliases") or ())
+        alias_note = f" (also: {', '.join(aliases)}, the older name)" if aliases else ""
+        kwargs["help"] = (meta.get("help") or "") + default_note + alias_note
         if meta.get("metavar"):
             kwargs["metavar"] = meta["metavar"]
         if tp is bool:
@@ -104,7 +121,13 @@ def add_arguments(parser: argparse.ArgumentParser | Any, cls: type, exclude: Ite
                 kwargs["type"] = tp
             if meta.get("choices"):
                 kwargs["choices"] = meta["choices"]
-        parser.add_argument(flag_name(field), **kwargs)
+        target = parser
+        if meta.get("section") and hasattr(parser, "add_argument_group"):
+            if meta["section"] not in groups:
+                groups[meta["section"]] = parser.add_argument_group(meta["section"])
+            target = groups[meta["section"]]
+        target.add_argument(flag_name(field), *aliases, **kwargs)
+    return groups
 
 
 def given_options(cls: type, args: argparse.Namespace, exclude: Iterable[str] = ()) -> dict[str, Any]:

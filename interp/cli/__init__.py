@@ -4,7 +4,10 @@ arguments into a config and call the library; they hold no analysis logic.
 
 Errors (interp._util.errors): an expected failure of any command (bad input, a file, a missing package)
 is one line `interp <command>: <message>` on stderr and exit status 2; `--debug` (or INTERP_DEBUG=1) shows
-its traceback. Anything else is a bug and keeps its traceback."""
+its traceback. Anything else is a bug and keeps its traceback.
+
+Outputs: every command names where it writes with `--out` (a file or a folder, as its --help says), added by
+`add_out_argument`; older names (--figures-dir, --hf) stay as aliases for one release."""
 
 from __future__ import annotations
 
@@ -13,20 +16,57 @@ import importlib
 import os
 import sys
 import traceback
+from collections.abc import Iterable
+from pathlib import Path
 
 from interp._util import cpu_kernels
-from interp._util.errors import EXIT_INTERRUPTED, EXIT_USAGE, USER_ERRORS, debug_requested, one_line
+from interp._util.errors import EXIT_INTERRUPTED, EXIT_USAGE, USER_ERRORS, InputError, debug_requested, one_line
 
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a tool killed by a closed pipe
 
 # Module names under interp.cli, in the order they appear in --help.
-COMMAND_MODULES = ("train", "probe", "models", "ablate", "sweep", "batch", "eval", "figures", "export", "taper", "data")
+COMMAND_MODULES = ("train", "probe", "models", "experiment", "ablate", "sweep", "batch", "eval", "figures", "export",
+                   "taper", "data")
+
+
+class OutPath(argparse.Action):
+    """An output flag: stores the path, and the name the user typed as `<dest>_flag`, so an error about the
+    destination names the flag that was given (--out, or an older alias)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, values)
+        setattr(namespace, f"{self.dest}_flag", option_string)
+
+
+def add_out_argument(parser: argparse.ArgumentParser, help: str, *, default: Path | None = None,
+                     aliases: Iterable[str] = (), metavar: str = "DIR", required: bool = False,
+                     flag: str = "--out", dest: str = "out", default_text: str | None = None) -> None:
+    """The output flag of a command: `--out` (a file or a folder, as `help` says), its older names in `aliases`
+    (kept one release; --help names them). args.<dest> is a Path, args.<dest>_flag the name given.
+    default_text: how --help shows the default (e.g. "./results/ of the working directory")."""
+    aliases = tuple(aliases)
+    shown = f" (default: {default_text or default})" if default is not None else ""
+    note = f" (also: {', '.join(aliases)}, the older name)" if aliases else ""
+    parser.add_argument(flag, *aliases, dest=dest, type=Path, default=default, required=required, metavar=metavar,
+                        action=OutPath, help=help + shown + note)
+    parser.set_defaults(**{f"{dest}_flag": flag})
+
+
+def check_output_dir(path: str | Path, flag: str) -> None:
+    """Refuse an output folder that cannot be written (a file on its path, no write permission) before any
+    computation, instead of after hours of training; creates nothing."""
+    path = Path(path)
+    existing = next(p for p in (path, *path.parents) if p.exists())  # "/" always exists
+    if not existing.is_dir():
+        raise InputError(f"{existing} is a file, not a folder", field=f"{flag} {path}", fix="choose another folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise InputError(f"{existing} is not writable", field=f"{flag} {path}", fix="choose a folder you can write")
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="interp",
-        description="Tapered Language Models toolkit: train, probe, ablate, sweep, batch-analyse, plot.")
+        description="Tapered Language Models toolkit: train, probe, ablate, run experiments, batch-analyse, plot.")
     subparsers = parser.add_subparsers(dest="command", required=True)
     for name in COMMAND_MODULES:
         try:

@@ -1,56 +1,100 @@
-"""`interp ablate <kind>`: capacity ablations, one sub-command per kind.
+"""`interp ablate MODEL`: remove MLP neurons (or whole MLPs) of a model and measure the change in held-out loss.
 
-    interp ablate groups --preset tiny --seeds 3     # layer-group ablation (paper Figure 2), trains 12 runs
-    interp ablate pretrained --model smollm2-135m    # remove MLP neurons of a pretrained model
-    interp ablate architectures --preset tiny        # uniform vs cosine 1.5->0.5 per token mixer
-    interp ablate rivals --preset tiny --seeds 5     # the paper's taper vs the rival depth profiles, 25 runs
-    torchrun --nproc_per_node=8 -m interp.cli.ablate groups --preset 440m --set grad_accum=1
+    interp ablate smollm2-135m                          # early/middle/late thirds of SmolLM2 -> ./results/
+    interp ablate runs/cosine --out results/cosine      # any model kind, ours included
+    interp figures --recompute --only pretrained_ablation   # the committed figures/pretrained_capacity_ablation.*
 
-`groups`, `architectures` and `rivals` are resumable like `interp sweep` (same shared flags, same exit status:
-0 done, 1 a run failed, 130 interrupted). Every kind's flags are generated from its analysis Config
-(interp._util.config.add_arguments). Adding a kind: write `_register_<kind>(kinds)` that adds its
-parser and sets `func`, and append it to KINDS.
+MODEL comes first: a registry name, HF dir, .gguf file, hub id or TransformerLens name (MODEL@REV for a revision),
+or one of our checkpoints (a folder named like a KIND below: write ./groups). It trains nothing; the table and the
+figure go to --out, by default ./results/ of the working directory, never into the repository unless asked.
+`interp ablate MODEL --help` lists its options (interp.ablations.AblationConfig).
+
+Kept for one release, as aliases: `interp ablate pretrained --model MODEL` (of `interp ablate MODEL`) and
+`interp ablate groups|architectures|rivals` (of `interp experiment groups|architectures|rivals`).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from interp._util.config import add_arguments, dataclass_from_args
-from interp._util.paths import FIGURES_DIR
-from interp.cli.sweep import add_experiment_arguments, check_output_dir, run_analysis
+from interp.cli import add_out_argument, check_output_dir
+from interp.cli.experiment import RESULTS_DIR, RESULTS_TEXT, add_parser, run_named
+
+MODEL = "MODEL"  # the sub-parser that takes any first word that is not a KIND (`interp ablate MODEL ...`)
+KINDS = ("pretrained", "groups", "architectures", "rivals")  # older sub-commands, aliases for one release
+OUT_HELP = ("folder of the table (pretrained_capacity_ablation.csv + .meta.json) and the figure; the repository's "
+            "figures/ only when given (or through `interp figures --recompute`)")
 
 
-# -- groups ----------------------------------------------------------------------------------------
-def _register_groups(kinds: argparse._SubParsersAction) -> None:
-    from analyses import group_ablation
+class _AnyWord(Mapping):
+    """The sub-parsers by name, as the choices argparse checks the first word against: every word passes (one
+    that is not a KIND is a MODEL)."""
 
-    p = kinds.add_parser("groups", help="uniform vs wider-early/-middle/-late at equal parameters (paper Fig. 2)",
-                         description="Train the layer-group ablation (resumable), tabulate mean and paired "
-                                     "differences with 95% t-CIs, plot figures/group_ablation.png.")
-    add_experiment_arguments(p, group_ablation)
-    p.set_defaults(func=run_groups, command="ablate groups")  # errors read "interp ablate groups: ..."
+    def __init__(self, parsers: dict) -> None:
+        self._parsers = parsers
+
+    def __getitem__(self, name: str) -> argparse.ArgumentParser:
+        return self._parsers[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._parsers)
+
+    def __len__(self) -> int:
+        return len(self._parsers)
+
+    def __contains__(self, name: object) -> bool:
+        return True
 
 
-def run_groups(args: argparse.Namespace) -> int:
-    from analyses import group_ablation
+class _ModelOrKind(argparse._SubParsersAction):
+    """`interp ablate KIND ...` for the older sub-commands, `interp ablate MODEL ...` for any other first word."""
 
-    return run_analysis(group_ablation, args, command="interp ablate groups")
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.choices = _AnyWord(self._name_parser_map)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        if values and values[0] not in self._name_parser_map:
+            values = [MODEL, *values]
+        super().__call__(parser, namespace, values, option_string)
 
 
-# -- pretrained ------------------------------------------------------------------------------------
-def _register_pretrained(kinds: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("ablate", help="remove MLP neurons (or whole MLPs) of a model: `interp ablate MODEL`",
+                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    kinds = p.add_subparsers(dest="kind", required=True, metavar="MODEL | KIND", action=_ModelOrKind,
+                             title="MODEL, or one of the older KINDs (aliases)")
+    model = kinds.add_parser(MODEL, prog=p.prog, usage=f"{p.prog} MODEL [options]",  # no help=: not listed as a KIND
+                             description=__doc__.split("\n")[0])
+    model.add_argument("model", metavar="MODEL", help=_model_help())
+    _add_ablation_arguments(model, exclude=("model",))
+    model.set_defaults(func=run_model, command="ablate")  # errors read "interp ablate: ..."
+    pretrained = kinds.add_parser("pretrained", help="alias of `interp ablate MODEL` (--model MODEL)",
+                                  description="Alias of `interp ablate MODEL` (kept for one release): "
+                                              "`interp ablate pretrained --model M` is `interp ablate M`.")
+    _add_ablation_arguments(pretrained)
+    pretrained.set_defaults(func=run_model, command="ablate pretrained")
+    for name in KINDS[1:]:
+        add_parser(kinds, name, f"ablate {name}")
+
+
+def _model_help() -> str:
+    import dataclasses
+
+    from interp.ablations.config import AblationConfig
+
+    return next(f.metadata["help"] for f in dataclasses.fields(AblationConfig) if f.name == "model")
+
+
+def _add_ablation_arguments(p: argparse.ArgumentParser, exclude: tuple[str, ...] = ()) -> None:
     from analyses import pretrained_ablation
 
-    p = kinds.add_parser("pretrained", help="remove early/middle/late MLP neurons (or whole MLPs) of a pretrained "
-                                            "model; change in held-out loss")
-    add_arguments(p, pretrained_ablation.Config)
-    p.add_argument("--figures-dir", type=Path, default=FIGURES_DIR,
-                   help=f"where the table and the figure go (default {FIGURES_DIR})")
-    p.set_defaults(func=run_pretrained, command="ablate pretrained")
+    add_arguments(p, pretrained_ablation.Config, exclude=exclude)
+    add_out_argument(p, OUT_HELP, default=RESULTS_DIR, default_text=RESULTS_TEXT, aliases=("--figures-dir",))
 
 
 def pretrained_config(args: argparse.Namespace):
@@ -62,91 +106,30 @@ def pretrained_config(args: argparse.Namespace):
     return cfg
 
 
-def run_pretrained(args: argparse.Namespace) -> int:
-    """`interp ablate pretrained`: run, store the table (+ sidecar), draw the figure, print the summary."""
+def run_model(args: argparse.Namespace) -> int:
+    """`interp ablate MODEL`: run, store the table (+ sidecar), draw the figure, print the summary."""
     import pandas as pd
 
     from analyses import pretrained_ablation as pa
     from analyses import read_table
 
     cfg = pretrained_config(args)
-    check_output_dir(args.figures_dir, "--figures-dir")
-    pa.compute(cfg, args.figures_dir)  # a bad model spec, text or file: ValueError / OSError, one line
-    paths = pa.render(args.figures_dir)
-    summary = pa.summarize(read_table(args.figures_dir, pa.TABLE, pa.NAME))
+    out = Path(args.out)
+    check_output_dir(out, args.out_flag)
+    pa.compute(cfg, out)  # a bad model spec, text or file: ValueError / OSError, one line
+    paths = pa.render(out)
+    summary = pa.summarize(read_table(out, pa.TABLE, pa.NAME))
     with pd.option_context("display.width", 200, "display.float_format", "{:+.4f}".format):
         print(summary.to_string())
     print(pa.verdict(summary))
-    for path in [Path(args.figures_dir) / pa.TABLE, *paths]:
+    for path in [out / pa.TABLE, *paths]:
         print(f"wrote {path}")
     return 0
 
 
-# -- architectures ---------------------------------------------------------------------------------
-def _register_architectures(kinds: argparse._SubParsersAction) -> None:
-    from analyses import architectures
-
-    p = kinds.add_parser("architectures", help="uniform vs cosine 1.5->0.5 for each token mixer",
-                         description="Train (resumable) and plot figures/architectures.png.")
-    add_experiment_arguments(p, architectures)  # the shared experiment flags + --mixers, --budget
-    p.set_defaults(func=run_architectures, command="ablate architectures")  # errors read "interp ablate architectures: ..."
-
-
-def print_architectures(summary) -> None:
-    cols = ["mixer", "variant", "n_seeds", "params", "val_ppl_mean", "rel_val_ppl_pct_mean",
-            "rel_val_ppl_pct_ci_low", "rel_val_ppl_pct_ci_high"]
-    print(summary[cols].to_string(index=False, float_format=lambda x: f"{x:.2f}"))
-
-
 def run_architectures(args: argparse.Namespace, command: str = "interp ablate architectures") -> int:
-    from analyses import architectures
-
-    def estimate(cfg) -> str:
-        return f"estimated training time at the measured CPU speeds: {architectures.estimate_minutes(cfg):.0f} min"
-
-    return run_analysis(architectures, args, command, show=print_architectures, plan_note=estimate)
-
-
-# -- rivals ----------------------------------------------------------------------------------------
-def _register_rivals(kinds: argparse._SubParsersAction) -> None:
-    from analyses import rival_profiles
-
-    p = kinds.add_parser("rivals", help="uniform vs cosine 1.5->0.5 vs the reverse taper, middle-heavy and x-shaped "
-                                        "profiles at equal parameters (issue 14)",
-                         description="Train the rival width profiles (resumable), tabulate mean and paired "
-                                     "differences vs uniform and vs cosine 1.5->0.5 with 95% t-CIs, plot "
-                                     "figures/rival_profiles.png.")
-    add_experiment_arguments(p, rival_profiles)
-    p.set_defaults(func=run_rivals, command="ablate rivals")  # errors read "interp ablate rivals: ..."
-
-
-def print_rivals(summary) -> None:
-    """One line per variant: ppl mean [CI], paired change vs uniform and vs cosine 1.5->0.5 [CI]."""
-    def ci(prefix: str, suffix: str = "") -> list[str]:
-        return [f"{prefix}_{s}{suffix}" for s in ("mean", "ci_low", "ci_high")]
-
-    cols = ["variant", "n_seeds", *ci("val_ppl"), *ci("rel_val_ppl_pct"), *ci("rel_val_ppl_pct", "_vs_cosine")]
-    print(summary[cols].to_string(index=False, float_format=lambda x: f"{x:.2f}"))
-
-
-def run_rivals(args: argparse.Namespace) -> int:
-    from analyses import rival_profiles
-
-    return run_analysis(rival_profiles, args, command="interp ablate rivals", show=print_rivals)
-
-
-# One registrar per kind, in --help order.
-KINDS: list[Callable[[argparse._SubParsersAction], None]] = [_register_groups, _register_pretrained,
-                                                              _register_architectures, _register_rivals]
-
-
-def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("ablate",
-                              help="capacity ablations: `interp ablate groups|pretrained|architectures|rivals ...`",
-                              description=__doc__.split("\n")[0])
-    kinds = p.add_subparsers(dest="kind", required=True, metavar="KIND")
-    for add_kind in KINDS:
-        add_kind(kinds)
+    """`interp ablate architectures` (alias of `interp experiment architectures`)."""
+    return run_named("architectures", args, command)
 
 
 if __name__ == "__main__":  # `python -m interp.cli.ablate groups ...` (e.g. under torchrun)

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import math
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from interp._util.config import add_arguments, dataclass_from_args
@@ -41,40 +40,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _register_experiment(subparsers: argparse._SubParsersAction) -> None:
-    """`interp eval-experiment ROOT`: analyses.downstream_groups from the shell, its Config's fields as flags."""
-    from analyses import downstream_groups
-    from interp._util.paths import FIGURES_DIR
+    """`interp eval-experiment ROOT`: alias of `interp experiment eval` (kept for one release), with its older flag
+    names: --out for the resumable eval table (there: --eval-table), --figures-dir for the folder (there: --out)."""
+    from interp.cli.experiment import add_parser
 
-    p = subparsers.add_parser("eval-experiment", help="the paper's tasks on every run of an experiment, summarised "
-                                                      "per variant over seeds (paired with the baseline)",
-                              description=downstream_groups.__doc__.split("\n\n")[0])
-    p.add_argument("runs", metavar="EXPERIMENT_DIR", help="an experiment root of <variant>/seed<k>/ run directories "
-                                                          "with weights, e.g. runs/groups-tiny")
-    add_arguments(p, downstream_groups.Config, exclude=("runs",))
-    p.add_argument("--figures-dir", type=Path, default=FIGURES_DIR,
-                   help=f"where downstream_groups.csv, _runs.csv and .png go (default {FIGURES_DIR})")
-    p.set_defaults(func=run_experiment)
-
-
-def run_experiment(args: argparse.Namespace) -> int:
-    """Evaluate (resumable), tabulate, render; print the changes vs the baseline, resolved ones marked."""
-    from analyses import downstream_groups as dg
-    from analyses import read_table
-    from interp.cli.sweep import check_output_dir
-
-    cfg = dataclass_from_args(dg.Config, args, runs=args.runs)
-    check_output_dir(args.figures_dir, "--figures-dir")
-    dg.compute(cfg, args.figures_dir)   # no run with weights there: FileNotFoundError, one line
-    summary = read_table(args.figures_dir, dg.TABLE, dg.NAME)
-    for r in summary.itertuples():
-        base = dg.baseline_of(r.variant, cfg.baseline)
-        if r.variant == base:
-            continue
-        print(f"  {r.variant:<20} {r.task:<15} {r.metric:<16} {r.value_mean:.4g}  vs {base}: "
-              f"{r.d_mean:+.4g} [{r.d_ci_low:+.4g}, {r.d_ci_high:+.4g}]{'  resolved' if r.resolved else ''}")
-    for path in [Path(args.figures_dir) / dg.TABLE, *dg.render(args.figures_dir)]:
-        print(f"[eval-experiment] wrote {path}")
-    return 0
+    add_parser(subparsers, "eval", "eval-experiment")
 
 
 def config_from_args(args: argparse.Namespace) -> EvalConfig:

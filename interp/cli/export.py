@@ -1,6 +1,6 @@
-"""`interp export RUN_DIR --hf OUT_DIR`: one of our checkpoints as a Hugging Face folder.
+"""`interp export RUN_DIR --out OUT_DIR`: one of our checkpoints as a Hugging Face folder.
 
-    interp export runs/cosine --hf exports/cosine
+    interp export runs/cosine --out exports/cosine      # --hf: the older name of --out, kept for one release
     python -c "from transformers import AutoModelForCausalLM as M; M.from_pretrained('exports/cosine', trust_remote_code=True)"
 
 The folder (interp.hf.export): config.json with the per-layer widths (`intermediate_sizes`), model.safetensors
@@ -13,13 +13,15 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from interp.cli import add_out_argument
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("export", help="export a checkpoint as a Hugging Face folder",
                               description=__doc__.split("\n")[0])
     p.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="one of our checkpoints (runs/NAME or a step dir)")
-    p.add_argument("--hf", dest="out_dir", type=Path, required=True, metavar="OUT_DIR",
-                   help="the Hugging Face folder to write (new or empty)")
+    add_out_argument(p, "the Hugging Face folder to write (new or empty)", required=True, metavar="OUT_DIR",
+                     aliases=("--hf",))
     p.add_argument("--overwrite", action="store_true", help="replace the files of an existing export in OUT_DIR")
     p.set_defaults(func=run)
 
@@ -27,7 +29,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from interp.hf.export import export_hf
 
-    out = export_hf(args.run_dir, args.out_dir, overwrite=args.overwrite)
+    out = export_hf(args.run_dir, args.out, overwrite=args.overwrite)
     print(f"[export] wrote {out} (load with AutoModelForCausalLM.from_pretrained({str(out)!r}, "
           "trust_remote_code=True), or `interp probe --model` it)")
     return 0

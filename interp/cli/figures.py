@@ -1,6 +1,7 @@
 """`interp figures`: re-draw every registered analysis from its stored tables (seconds), or, with
 --recompute, run each analysis's experiment first. One failing analysis never stops the others;
-the exit status is non-zero if any failed."""
+the exit status is non-zero if any failed. One experiment with its own flags (seeds, jobs, a plan with --dry-run):
+`interp experiment NAME`."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import traceback
 from pathlib import Path
 
 from interp._util.paths import FIGURES_DIR
+from interp.cli import add_out_argument
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -23,8 +25,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--only", metavar="NAME[,NAME]", default=None,
                         help="comma-separated analyses to run (see --list); default: all")
     parser.add_argument("--list", action="store_true", help="list the analyses and the files each writes")
-    parser.add_argument("--figures-dir", type=Path, default=FIGURES_DIR,
-                        help=f"where tables and PNGs live (default: {FIGURES_DIR})")
+    add_out_argument(parser, "folder where the tables and PNGs live", default=FIGURES_DIR, aliases=("--figures-dir",))
     parser.add_argument("--set", action="append", default=[], metavar="FIELD=JSON",
                         help="with --recompute and one --only analysis: a field of its Config (analyses/NAME.py), "
                              "e.g. --only gain_vs_tokens --recompute --set 'archs=[\"gpt2\"]' --set keep=false")
@@ -105,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"{name}{heavy}: {', '.join(module.OUTPUTS)}")
         return 0
 
-    figures_dir = Path(args.figures_dir)
+    figures_dir = Path(args.out)
     status: dict[str, str] = {}
     for name in names:
         t0 = time.perf_counter()

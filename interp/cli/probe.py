@@ -72,6 +72,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--out", type=Path, default=None,
                         help="output table (.parquet, or .csv); default results/probe-<model>.parquet")
     parser.add_argument("--csv", action="store_true", help="also write a CSV beside the parquet file")
+    parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=True,
+                        help="progress on stderr: a bar on a terminal, else (nohup, Slurm, a pipe) a line every tenth "
+                             "of the batches or 30 s with positions/s and the ETA (default: on)")
     parser.set_defaults(func=run)
 
 
@@ -119,7 +122,8 @@ def run(args: argparse.Namespace) -> int:
         import torch
 
         torch.set_num_threads(args.threads)
-    df = probe(args.model, config=cfg, trust_remote_code=args.trust_remote_code, revision=args.revision)
+    df = probe(args.model, config=cfg, trust_remote_code=args.trust_remote_code, revision=args.revision,
+               progress=args.progress)
     timing = df.attrs.get("timing", {})
     first = df.iloc[0]
     print(f"[probe] {first['model']} backend={first['backend']} positions={first['positions']} "

@@ -10,6 +10,7 @@ Every flag comes from interp.taper.DeriveConfig.
 from __future__ import annotations
 
 import argparse
+import sys
 
 from interp._util.config import add_arguments, dataclass_from_args
 
@@ -35,6 +36,8 @@ def run_derive(args: argparse.Namespace) -> int:
         raise SystemExit("interp taper derive: --from TABLE is required (a probe table: .parquet or .csv)")
     doc = derive(cfg)
     print(format_widths(doc))
+    if doc.get("warning"):
+        print(f"[taper] warning: {doc['warning']}", file=sys.stderr)
     if cfg.out:
         print(f"[taper] wrote {save_widths(doc, cfg.out)}")
     return 0

@@ -95,7 +95,8 @@ SORT_COLUMNS = ("run", "step", "path", "metric", "layer")
 
 # The batch's defaults differ from probe()'s: the paper's 2,048 tokens at a sequence length every model we
 # train can take (the tiny preset's n_ctx is 256).
-PROBE_DEFAULTS = {"tokens": 2048, "seq_len": 256}
+PROBE_DEFAULTS = {"tokens": 2048}
+BATCH_SEQ_LEN = 256   # an unset --seq-len: this, or the shortest context among the batch's models (fit_seq_len)
 # ProbeConfig fields added after batch tables were first written: they enter the settings hash only when
 # set, so the parts of earlier tables keep their keys (and are still skipped).
 LATER_SETTINGS = {"reference": "raw", "exclude_massive_dims": None, "causal": False, "device": "cpu",
@@ -187,6 +188,43 @@ class BatchConfig:
         if tokenizer_sha256:
             settings["tokenizer_sha256"] = tokenizer_sha256
         return settings
+
+
+def target_context(target: Target) -> int | None:
+    """A target's context from its config alone (no weights read); None where only a load can tell (a .gguf, a
+    hub revision not yet downloaded)."""
+    if target.kind not in ("checkpoint", "hf_dir"):
+        return None
+    from interp.hf.resolve import resolve_model
+
+    try:
+        return resolve_model(str(target.path)).context_length()
+    except (OSError, ValueError):   # an unreadable target fails in its own row later, as before
+        return None
+
+
+def fit_seq_len(probe: ProbeConfig, targets: list[Target]) -> ProbeConfig:
+    """The batch's probe settings with seq_len fitted once, before any model loads: an unset seq_len becomes
+    min(BATCH_SEQ_LEN, the shortest context among the targets), said on stderr when shorter; a given one that
+    exceeds a target's context is an InputError naming them (rather than a failed row after each load)."""
+    contexts = [(t, c) for t in targets if (c := target_context(t))]
+    shortest = min((c for _, c in contexts), default=None)
+    if probe.seq_len is None:
+        fitted = probe.for_context(shortest, default=BATCH_SEQ_LEN)
+        if fitted.seq_len < BATCH_SEQ_LEN:
+            names = [str(t.path) for t, c in contexts if c == shortest]
+            print(f"[batch] seq_len {fitted.seq_len}: the shortest context among the models ({names[0]}"
+                  f"{f' and {len(names) - 1} more' if len(names) > 1 else ''}; default {BATCH_SEQ_LEN})",
+                  file=sys.stderr)
+        return fitted
+    over = [(t, c) for t, c in contexts if probe.seq_len > c]   # seq_len counts a prepended BOS
+    if over:
+        listed = ", ".join(f"{t.path} ({c} positions)" for t, c in over[:3]) + (f" and {len(over) - 3} more"
+                                                                               if len(over) > 3 else "")
+        raise InputError(f"{probe.seq_len} tokens per sequence exceed the context of {listed}", field="--seq-len",
+                         fix=f"use --seq-len <= {min(c for _, c in over)}, or leave it unset "
+                             "(it then fits the shortest context)")
+    return probe
 
 
 def settings_hash(settings: dict[str, Any]) -> str:
@@ -422,6 +460,7 @@ class BatchRunner:
         targets = select_checkpoints(expand_paths(cfg.paths, follow_symlinks=cfg.follow_symlinks,  # a bad PATH
                                                   revision=cfg.revision, revisions=cfg.revisions),  # fails first
                                      cfg.checkpoints)
+        self.cfg = cfg = dataclasses.replace(cfg, probe=fit_seq_len(cfg.probe, targets))   # before any load
         text, _ = load_text(cfg.probe.text)
         settings = settings_hash(cfg.settings(text_sha256(text), _tokenizer_sha256(cfg.probe.tokenizer)))
         del text

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from interp._util.config import option, reject_unknown_keys
-from interp._util.devices import check_device_name, device_option, parse_device_map
+from interp._util.devices import (check_device_name, device_map_option, device_option, model_dtype_option,
+                                  parse_device_map)
 from interp._util.dtypes import MODEL_DTYPES
 from interp.probes.names import (
     ALL_METRIC_NAMES,
@@ -46,6 +47,9 @@ def parse_exclude_dims(spec: str) -> int | list[int]:
     return int(parts[0]) if len(parts) == 1 and "," not in spec else [int(p) for p in parts]
 
 
+DEFAULT_SEQ_LEN = 512   # probe()'s sequence length when none is given and the model's context allows it
+
+
 @dataclass
 class ProbeConfig:
     """What to probe over and how: the text, the token plan, the backend and the metric math."""
@@ -54,7 +58,9 @@ class ProbeConfig:
                               "hf:DATASET[:CONFIG[:SPLIT[:COLUMN]]] or wikitext-2 (the paper's: wikitext-2-raw-v1 test; "
                               "streamed); default: held-out wiki split")
     tokens: int = option(16384, "model positions to run, rounded down to a multiple of --seq-len")
-    seq_len: int = option(512, "positions per sequence, BOS included")
+    seq_len: int | None = option(None, f"positions per sequence, BOS included (default: {DEFAULT_SEQ_LEN}, or the "
+                                 "model's context where that is shorter; `interp batch`: 256, or the shortest "
+                                 "context among its models)")
     batch_size: int = option(4, "sequences per forward")
     backend: str = option("torch", "how the activations are read", choices=BACKENDS)
     positions: str = option("skip_first", "skip_first: position 0 of each sequence (the attention sink) is left "
@@ -62,11 +68,8 @@ class ProbeConfig:
     prepend_bos: bool = option(False, "start every sequence with BOS")
     dtype: str = option("float32", "precision of the metric math (the model runs in --model-dtype)",
                         choices=DTYPE_NAMES)
-    model_dtype: str = option("float32", "precision a pretrained model is loaded in (auto: the checkpoint's own; "
-                              "a GGUF model dequantizes to float32; ours are cast)", choices=MODEL_DTYPES)
-    device_map: str | None = option(None, "place a model larger than one device through accelerate: auto, balanced, "
-                                    "balanced_low_0, sequential, or a JSON object {module: device|cpu|disk}; each "
-                                    "layer's metric is computed on its device", metavar="MAP")
+    model_dtype: str = model_dtype_option()
+    device_map: str | None = device_map_option()
     metrics: tuple[str, ...] = option(METRIC_NAMES, f"subset of {', '.join(ALL_METRIC_NAMES)}", metavar="M[,M]")
     reference: str = option("raw", "normed: also rho_mlp_normed, the cosine with the MLP's normalised input",
                             choices=REFERENCES)
@@ -105,11 +108,25 @@ class ProbeConfig:
         parse_device_map(self.device_map)
         if isinstance(self.eps, bool) or not isinstance(self.eps, int | float) or not 0 < self.eps < math.inf:
             raise ValueError(f"eps={self.eps!r}: a positive finite floor for |a||b| (default {DEFAULT_EPS})")
+        if self.seq_len is None:   # fitted to the model by for_context(), and checked in full then
+            if isinstance(self.batch_size, bool) or not isinstance(self.batch_size, int) or self.batch_size < 1:
+                raise ValueError(f"need batch_size >= 1, got batch_size={self.batch_size}")
+            if isinstance(self.tokens, bool) or not isinstance(self.tokens, int) or self.tokens < 2:
+                raise ValueError(f"tokens={self.tokens} is less than one sequence; raise tokens")
+            return self
         sequence_plan(self.tokens, self.seq_len, self.batch_size, self.prepend_bos)
         if self.positions == "skip_first" and self.seq_len < 2:
             raise ValueError(f"seq_len={self.seq_len} with positions=skip_first counts no token (position 0 of each "
                              "sequence is left out): raise seq_len to >= 2, or pass positions=all")
         return self
+
+    def for_context(self, context: int | None, default: int = DEFAULT_SEQ_LEN) -> ProbeConfig:
+        """This config with seq_len fitted to a model of `context` positions (None: unknown): a seq_len left
+        unset becomes min(default, context), and is checked; one given stays as given (check_fits refuses it
+        when it does not fit)."""
+        if self.seq_len is not None:
+            return self
+        return dataclasses.replace(self, seq_len=min(default, context) if context else default).validate()
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)

@@ -8,8 +8,10 @@ weights are loaded (the tokenizer is loaded alone first).
 
 from __future__ import annotations
 
+import dataclasses
+import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -17,12 +19,14 @@ from torch import Tensor
 
 from interp.probes.accumulator import NoveltyAccumulator
 from interp.probes.backends.choice import make_plan
-from interp.probes.config import ProbeConfig, exclusion_request, sequence_plan, too_little_text, with_reference
+from interp.probes.config import (DEFAULT_SEQ_LEN, ProbeConfig, exclusion_request, sequence_plan, too_little_text,
+                                  with_reference)
 from interp.probes.expand import ref_weights_sha256
 from interp.probes.massive import _residual_abs_mean
 from interp.probes.metrics import COMPUTE_DTYPES
-from interp._util.devices import model_device, model_dtype, resolve_device, to_device
+from interp._util.devices import model_device, model_dtype, resolve_device
 from interp._util.errors import InputError
+from interp._util.progress import progress as progress_reporter
 from interp._util.provenance import hardware_label
 from interp.probes.model_kinds import _model_label, _vocab_size
 from interp.probes.lens import LogitLens
@@ -38,7 +42,7 @@ def accumulate(model: Any, batches: Iterable[Tensor | dict], backend: str = "tor
                metrics: Sequence[str] = METRIC_NAMES, positions: str = "skip_first", dtype: str = "float32",
                eps: float = DEFAULT_EPS, reference: str = "raw",
                exclude_massive_dims: int | Sequence[int] | None = None,
-               jackknife_groups: int = JACKKNIFE_GROUPS) -> NoveltyAccumulator:
+               jackknife_groups: int = JACKKNIFE_GROUPS, progress: Any = None) -> NoveltyAccumulator:
     """Stream `batches` ([batch, pos] token tensors, or dicts with input_ids and attention_mask) through
     `model` and return the filled accumulator (merge it with others for sharded analyses).
 
@@ -50,6 +54,8 @@ def accumulate(model: Any, batches: Iterable[Tensor | dict], backend: str = "tor
         of dimensions. acc.meta then holds excluded_dims (and the measured dims' mean |resid_pre|).
     jackknife_groups: groups of whole sequences behind the population metrics' CI (mlp_erank,
         mlp_participation, cka_resid; interp.probes.population); their memory grows with it.
+    progress: an interp._util.progress reporter, told after each batch of the probing pass (batches done,
+        positions/s); None: silent.
     """
     if dtype not in COMPUTE_DTYPES:
         raise ValueError(f"dtype={dtype!r}: choose one of {tuple(COMPUTE_DTYPES)}")
@@ -82,8 +88,21 @@ def accumulate(model: Any, batches: Iterable[Tensor | dict], backend: str = "tor
                              exclude_dims=dims, lens=lens, jackknife_groups=jackknife_groups,
                              derive_resid_mid=plan.derive_resid_mid)
     acc.meta = meta
-    plan.run(batches, acc, positions)
+    plan.run(batches if progress is None else _reporting(batches, progress), acc, positions)
     return acc
+
+
+def _reporting(batches: Iterable[Tensor | dict], progress: Any) -> Iterator[Tensor | dict]:
+    """`batches`, telling `progress` of each one done (when the backend asks for the next) and the pace so far."""
+    positions, start = 0, time.perf_counter()
+    for i, batch in enumerate(batches, 1):
+        yield batch
+        if isinstance(batch, dict):  # padding (attention_mask 0) is no position
+            mask = batch.get("attention_mask")
+            positions += int(mask.sum()) if mask is not None else batch["input_ids"].numel()
+        else:
+            positions += batch.numel()
+        progress.update(i, f"{positions / max(time.perf_counter() - start, 1e-9):,.0f} positions/s")
 
 
 def probe_model(model: Any, batches: Iterable[Tensor | dict], backend: str = "torch",
@@ -99,21 +118,6 @@ def probe_model(model: Any, batches: Iterable[Tensor | dict], backend: str = "to
     return to_frame(acc, **{"model": _model_label(model), **columns})
 
 
-def load_placed(ref: Any, cfg: ProbeConfig, device: str) -> Any:
-    """The model of a resolved ref in cfg.model_dtype, on `device` or placed by cfg.device_map (accelerate; then
-    not moved). One of our checkpoints is cast (auto: as saved) and refuses a device map."""
-    from interp._util.dtypes import torch_dtype
-
-    if ref.kind == "checkpoint":
-        if cfg.device_map is not None:
-            raise InputError("a device map places Hugging Face models only; one of our checkpoints loads whole",
-                             path=ref.path, field="device_map", fix="drop --device-map, or use --device")
-        model = ref.load()
-        return to_device(model if cfg.model_dtype == "auto" else model.to(torch_dtype(cfg.model_dtype)), device)
-    model = ref.load(dtype=cfg.model_dtype, device_map=cfg.device_map)
-    return model if cfg.device_map is not None else to_device(model, device)
-
-
 def _check_vocab(ids: list[int], model: Any, tokenizer: Any) -> None:
     """InputError when the tokenizer gives ids the model has no embedding for (a tokenizer of another
     model; the forward would fail with a bare IndexError)."""
@@ -126,7 +130,8 @@ def _check_vocab(ids: list[int], model: Any, tokenizer: Any) -> None:
 
 
 def probe(model: Any = "smollm2-135m", text: str | Path | None = None, *, config: ProbeConfig | None = None,
-          trust_remote_code: bool = False, revision: str | None = None, **options: Any) -> pd.DataFrame:
+          trust_remote_code: bool = False, revision: str | None = None, progress: bool = False,
+          **options: Any) -> pd.DataFrame:
     """Per-layer novelty metrics of one model over held-out text, as a tidy long table (one row per
     layer and metric; columns: interp.probes.table.to_frame).
 
@@ -149,6 +154,8 @@ def probe(model: Any = "smollm2-135m", text: str | Path | None = None, *, config
         ProbeConfig field and changes no number).
     revision: a hub model's branch, tag or commit (or write "MODEL@REV"); its rows get `revision` and the
         resolved `commit` beside weights_sha256.
+    progress: report the probing pass on stderr (a bar on a terminal, else a line every tenth of the batches
+        or 30 s, with positions/s and the ETA; interp._util.progress); `interp probe` turns it on.
     The table's attrs["timing"] holds load and probe seconds.
     """
     from interp import data, hf
@@ -178,14 +185,21 @@ def probe(model: Any = "smollm2-135m", text: str | Path | None = None, *, config
     ids: list[int] | None = None
     checkpoint, ref = "", None
     start = time.perf_counter()
+    seq_len_given = cfg.seq_len is not None
     if isinstance(model, str | Path):
         ref = hf.resolve_model(model, trust_remote_code=trust_remote_code, revision=revision).fetched()
         checkpoint = ref.checkpoint
+        cfg = cfg.for_context(ref.context_length())   # an unset seq_len fits the model, before any weights load
         tok = tokenizer if tokenizer is not None else ref.load_tokenizer()
         ids = check_ids(tok)
-        model_obj = load_placed(ref, cfg, device)
+        model_obj = ref.load_placed(device, cfg.model_dtype, cfg.device_map)
         label = ref.label if ref.kind in ("checkpoint", "hub") else str(model)
+        context = hf.context_length(model_obj)   # a .gguf or registry model tells its context only once loaded
+        if not seq_len_given and context and cfg.seq_len > context:
+            cfg = dataclasses.replace(cfg, seq_len=None).for_context(context)
+            ids = check_ids(tok)
     else:
+        cfg = cfg.for_context(hf.context_length(model))
         model_obj = model
         tok = tokenizer if tokenizer is not None else getattr(model, "tokenizer", None)
         if tok is None:
@@ -194,6 +208,9 @@ def probe(model: Any = "smollm2-135m", text: str | Path | None = None, *, config
     if ids is None:
         ids = check_ids(tok)
     load_s = time.perf_counter() - start
+    if not seq_len_given and cfg.seq_len < DEFAULT_SEQ_LEN:
+        print(f"[probe] seq_len {cfg.seq_len}: the model's context (the default {DEFAULT_SEQ_LEN} does not fit)",
+              file=sys.stderr)
     hf.check_fits(model_obj, cfg.seq_len)   # beyond its context a model fails in its embedding, or runs blind
     bos = _bos_id(tok, model_obj) if cfg.prepend_bos else None
     _check_vocab(ids if bos is None else [*ids, bos], model_obj, tok)
@@ -201,8 +218,10 @@ def probe(model: Any = "smollm2-135m", text: str | Path | None = None, *, config
     if cfg.backend == "transformer_lens" and isinstance(model_obj, hf.LoadedModel) and model_obj is not model:
         model_obj = hf.to_transformer_bridge(model_obj, inplace=True)  # we own it: no copy needed
     start = time.perf_counter()
+    report = progress_reporter(len(batches), f"probe {label}", "batches", enabled=progress)
     acc = accumulate(model_obj, batches, cfg.backend, cfg.metrics, cfg.positions, cfg.dtype, cfg.eps, cfg.reference,
-                     cfg.exclude_massive_dims)
+                     cfg.exclude_massive_dims, progress=report)
+    report.close()
     probe_s = time.perf_counter() - start
     # the weights' sha256 (a model given by name or path), once everything has been checked and measured: a bad
     # input writes nothing, not even the hash cache

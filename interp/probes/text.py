@@ -80,7 +80,9 @@ def encode_text(tokenizer: Any, text: str) -> list[int]:
 
     if isinstance(tokenizer, data.TextTokenizer):
         return tokenizer.encode(text)
-    ids = tokenizer.encode(text, add_special_tokens=False)
+    # verbose=False: the text is cut into sequences afterwards, so "longer than the maximum sequence length" is moot
+    quiet = {"verbose": False} if hasattr(tokenizer, "model_max_length") else {}   # a transformers tokenizer
+    ids = tokenizer.encode(text, add_special_tokens=False, **quiet)
     return list(getattr(ids, "ids", ids))
 
 

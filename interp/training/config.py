@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,12 +25,24 @@ from interp.training.presets import PRESETS
 DTYPES = dtype_names("fp32", "bf16", AUTO)
 TORCH_DTYPE_NAMES = {name: TORCH_NAMES[name] for name in DTYPES if name != AUTO}  # {"fp32": "float32", ...}
 WIDTH_FIELDS = tuple(f.name for f in dataclasses.fields(WidthSpec))
-# Fields that change how a run is executed or reported, never its weights: they may differ on resume.
 # How ranks share the model under torchrun (interp.training.parallel); one process trains the plain model.
 PARALLEL = ("ddp", "fsdp")
 # lr schedules (lr_at): cosine decay to one horizon, or warmup-stable-decay, whose stable phase does not depend
 # on the horizon, so cooldown branches off one run give every shorter length (interp.training.cooldown).
 LR_SCHEDULES = ("cosine", "wsd")
+# `interp train --help` lists the flags under these headings, in this order (each field's `section`); the command
+# adds its own flags to them (--preset and --set to model, the WidthSpec flags to width, --out's field is output's).
+SECTIONS = {
+    "model": "what is trained: a preset, and the model's shape",
+    "width": "the MLP width over depth (interp.schedules.WidthSpec)",
+    "data": "the corpus and the tokenizer",
+    "optimisation": "how long and how hard: steps, batch, AdamW, precision, seed",
+    "schedule": "the learning rate over the steps (warm-up, cosine or warmup-stable-decay, cooldown branches)",
+    "parallel": "how the run executes: torchrun ranks, CPU threads, memory, compilation",
+    "checkpointing": "saving and resuming",
+    "output": "the run directory and what the run reports: evaluation, log.jsonl, progress",
+}
+# Fields that change how a run is executed or reported, never its weights: they may differ on resume.
 RUNTIME_FIELDS = ("out_dir", "resume", "threads", "eval_interval", "ckpt_interval", "keep_step_checkpoints",
                   "log_interval", "peak_flops", "notes", "preset", "progress")
 
@@ -57,68 +70,82 @@ class TrainConfig:
     `width` is set by the --schedule/--start/--end/--profile/--multiple group (interp.schedules.WidthSpec)."""
 
     # model shape (d_ff is the baseline mean SwiGLU width; `width` distributes it over depth)
-    d_model: int = option(256, "residual stream width")
-    n_layers: int = option(6, "decoder blocks")
-    n_heads: int = option(4, "attention heads")
-    d_ff: int = option(1024, "baseline (mean) SwiGLU width; the width schedule distributes it over depth")
-    n_ctx: int = option(256, "training sequence length")
+    d_model: int = option(256, "residual stream width", section="model")
+    n_layers: int = option(6, "decoder blocks", section="model")
+    n_heads: int = option(4, "attention heads", section="model")
+    d_ff: int = option(1024, "baseline (mean) SwiGLU width; the width schedule distributes it over depth",
+                       section="model")
+    n_ctx: int = option(256, "training sequence length", section="model")
     width: WidthSpec = option(help="MLP width over depth", default_factory=WidthSpec, cli=False)
-    mixer: str = option("attention", "token mixer: attention | gated_attention | ... (interp.model.mixers)")
+    mixer: str = option("attention", "token mixer: attention | gated_attention | ... (interp.model.mixers)",
+                        section="model")
     arch: str = option(DEFAULT_ARCH, "block style: llama (Transformer++) | gpt2 (LayerNorm, learned positions, GELU "
-                       "MLP, biases, tied embeddings; attention only); interp.model.arch", choices=tuple(ARCHS))
+                       "MLP, biases, tied embeddings; attention only); interp.model.arch", choices=tuple(ARCHS),
+                       section="model")
     # ModelConfig.mixer_options (memory sizes); never tapered
     mixer_options: dict = option(help="ModelConfig.mixer_options (e.g. memory sizes), via --set",
                                  default_factory=dict, cli=False)
     # data (interp.data.prepare_tokens); the model uses the tokenizer's actual vocabulary size
     source: str = option("wiki", "wiki, shakespeare, english, a text file or folder, or a folder from "
-                                 "`interp data tokenize`")
+                                 "`interp data tokenize`", section="data")
     tokenizer: str = option("bpe", "bpe (trained on the source's train split), smollm2, gpt2, a registry model's name "
-                            "(its tokenizer: smollm2-135m, gemma3-270m), or a tokenizer path")
-    vocab_size: int = option(8192, "vocabulary of a trained BPE")
-    val_fraction: float = option(0.05, "fraction of documents held out for validation")
+                            "(its tokenizer: smollm2-135m, gemma3-270m), or a tokenizer path", section="data")
+    vocab_size: int = option(8192, "vocabulary of a trained BPE", section="data")
+    val_fraction: float = option(0.05, "fraction of documents held out for validation", section="data")
     # optimisation
-    steps: int = option(300, "optimizer steps")
-    batch_size: int = option(8, "sequences per optimizer step, over all ranks and micro-batches")
-    grad_accum: int = option(1, "micro-batches per optimizer step")
-    lr: float = option(2e-3, "peak learning rate")
-    min_lr: float = option(2e-4, "learning rate at the last step (the end of the decay)")
-    warmup_steps: int = option(30, "linear warm-up steps")
+    steps: int = option(300, "optimizer steps (below the warm-up, a warm-up not given is shortened to fit)",
+                        section="optimisation")
+    batch_size: int = option(8, "sequences per optimizer step, over all ranks and micro-batches",
+                             section="optimisation")
+    grad_accum: int = option(1, "micro-batches per optimizer step", section="optimisation")
+    lr: float = option(2e-3, "peak learning rate", section="optimisation")
+    # the lr schedule (lr_at)
+    min_lr: float = option(2e-4, "learning rate at the last step (the end of the decay)", section="schedule")
+    warmup_steps: int = option(30, "linear warm-up steps", section="schedule")
     lr_schedule: str = option("cosine", "cosine: decay from lr to min_lr over the whole run; wsd: warmup-stable-"
                               "decay, lr held after the warm-up and a 1-sqrt cooldown to min_lr over the last "
-                              "cooldown_fraction of the steps (Hagele et al. 2024)", choices=LR_SCHEDULES)
+                              "cooldown_fraction of the steps (Hagele et al. 2024)", choices=LR_SCHEDULES,
+                              section="schedule")
     cooldown_fraction: float = option(0.2, "wsd: fraction of a run's steps (and of each branch's) spent cooling "
-                                      "down")
+                                      "down", section="schedule")
     cooldowns: tuple[int, ...] = option((), "wsd: shorter lengths, in steps, each trained as a cooldown branched "
                                         "off this run's stable phase and evaluated (cooldowns/step_N/; "
-                                        "interp.training.cooldown): one run gives every length", metavar="S1,S2")
-    weight_decay: float = option(0.1, "AdamW weight decay (matrices only)")
-    grad_clip: float = option(1.0, "gradient-norm clip; 0 disables clipping")
-    betas: tuple[float, float] = option((0.9, 0.95), "AdamW betas", parse=_pair, metavar="B1,B2")
+                                        "interp.training.cooldown): one run gives every length", metavar="S1,S2",
+                                        section="schedule")
+    weight_decay: float = option(0.1, "AdamW weight decay (matrices only)", section="optimisation")
+    grad_clip: float = option(1.0, "gradient-norm clip; 0 disables clipping", section="optimisation")
+    betas: tuple[float, float] = option((0.9, 0.95), "AdamW betas", parse=_pair, metavar="B1,B2",
+                                        section="optimisation")
     # evaluation, checkpoints, logging
-    eval_interval: int = option(100, "steps between validation passes")
-    eval_batches: int = option(8, "validation batches per pass (fixed windows)")
-    ckpt_interval: int = option(100, "steps between checkpoints")
-    keep_step_checkpoints: bool = option(False, "also keep checkpoints/step_NNNNNN/ at every ckpt_interval")
-    log_interval: int = option(10, "steps between log.jsonl lines")
-    progress: bool = option(True, "tqdm bar (only on a tty, only on rank 0)")
+    eval_interval: int = option(100, "steps between validation passes", section="output")
+    eval_batches: int = option(8, "validation batches per pass (fixed windows)", section="output")
+    ckpt_interval: int = option(100, "steps between checkpoints", section="checkpointing")
+    keep_step_checkpoints: bool = option(False, "also keep checkpoints/step_NNNNNN/ at every ckpt_interval",
+                                         section="checkpointing")
+    log_interval: int = option(10, "steps between log.jsonl lines", section="output")
+    progress: bool = option(True, "rank 0 shows progress on stderr: a tqdm bar on a terminal, else (nohup, Slurm, a "
+                            "pipe) a line every tenth of the steps or 30 s, with the ETA", section="output")
     # run
-    seed: int = option(0, "seed of the initialisation and of the data stream")
+    seed: int = option(0, "seed of the initialisation and of the data stream", section="optimisation")
     dtype: str = option("auto", "fp32 | bf16 (autocast) | auto (bf16 where native: bf16_is_native)",
-                        choices=DTYPES)
-    out_dir: str = option("runs/default", "run directory, e.g. runs/cosine-1.5-0.5", flag="--out")
-    threads: int = option(0, "torch CPU threads per rank; 0 = all cores / local ranks")
+                        choices=DTYPES, section="optimisation")
+    out_dir: str = option("runs/default", "run directory, e.g. runs/cosine-1.5-0.5", flag="--out", section="output")
+    threads: int = option(0, "torch CPU threads per rank; 0 = all cores / local ranks", section="parallel")
     # execution at scale (interp.training.parallel, docs/scale.md); each is part of the run: kept on resume
     parallel: str = option("ddp", "ddp | fsdp: how torchrun ranks share the model (fsdp: FSDP2 fully_shard per "
                            "block + root, bf16 params with fp32 reduce when dtype is bf16, sharded DCP train "
-                           "states); one process trains the plain model either way", choices=PARALLEL)
+                           "states); one process trains the plain model either way", choices=PARALLEL,
+                           section="parallel")
     activation_checkpointing: bool = option(False, "recompute each decoder block's activations in backward "
-                                            "(torch.utils.checkpoint, non-reentrant): less memory, ~1 more forward")
+                                            "(torch.utils.checkpoint, non-reentrant): less memory, ~1 more forward",
+                                            section="parallel")
     compile: bool = option(False, "torch.compile each decoder block's forward (embedding, final norm, unembedding "
-                           "and loss stay eager); evaluation runs eager")
+                           "and loss stay eager); evaluation runs eager", section="parallel")
     fused_adamw: bool = option(False, "AdamW fused=True (one kernel per step) where the device supports it (CUDA, "
-                               "CPU in torch 2.13); faster, but it rounds differently: off by default")
-    resume: bool = option(False, "continue the run in --out from its train_state.pt")
-    peak_flops: float | None = option(None, "per-device peak FLOP/s; when set, MFU is logged")
+                               "CPU in torch 2.13); faster, but it rounds differently: off by default",
+                               section="optimisation")
+    resume: bool = option(False, "continue the run in --out from its train_state.pt", section="checkpointing")
+    peak_flops: float | None = option(None, "per-device peak FLOP/s; when set, MFU is logged", section="output")
     preset: str | None = option(None, "the preset this config came from (TrainConfig.from_preset)", cli=False)
     notes: str = option("", "free text stored with the run", cli=False)
 
@@ -265,6 +292,50 @@ def _field(name: str, value: object) -> str:
 def decay_start(steps: int, cfg: TrainConfig) -> int:
     """wsd: the first step of the cooldown of a `steps`-step run (at least one step cools down)."""
     return steps - max(1, round(cfg.cooldown_fraction * steps))
+
+
+def fit_to_steps(cfg: TrainConfig, given: Iterable[str] = ()) -> tuple[TrainConfig, list[str]]:
+    """The one rule, for `interp train` and every experiment, when --steps is shorter than the schedule: the
+    run is fitted and says so, rather than refused (a quick `--steps 25` of a preset with a 25-step warm-up).
+
+    wsd cooldown branches not shorter than the run are dropped (the run's own end is its longest length). Then a
+    warm-up the user did not set (`given`: the fields set explicitly, not by the preset) longer than the run
+    allows is shortened to the longest that fits: the whole run (cosine), or up to the first cooldown step (wsd:
+    of the run, or of its shortest branch). A warm-up given explicitly is left alone: validate() names the clash.
+    Returns the fitted config and one line per change, for the caller to print; values validate() refuses anyway
+    (a negative step count, a cooldown_fraction of 2) are left to it."""
+    notes: list[str] = []
+    steps, warmup, frac = cfg.steps, cfg.warmup_steps, cfg.cooldown_fraction
+    if not (_is_int(steps) and steps > 0 and _is_int(warmup) and warmup >= 0 and cfg.lr_schedule in LR_SCHEDULES
+            and isinstance(frac, int | float) and not isinstance(frac, bool) and 0 < frac <= 1):
+        return cfg, notes
+    wsd = cfg.lr_schedule == "wsd"
+    too_long = [n for n in cfg.cooldowns if _is_int(n) and n >= steps] if wsd else []
+    if too_long:
+        kept = tuple(n for n in cfg.cooldowns if n not in too_long)
+        cfg = dataclasses.replace(cfg, cooldowns=kept)
+        notes.append(f"--cooldowns {_csv(too_long)} dropped: a cooldown branch must be shorter than the {steps}-step "
+                     f"run ({f'kept {_csv(kept)}' if kept else 'no branches left'})")
+    if wsd:
+        lengths = [steps, *(n for n in cfg.cooldowns if _is_int(n) and 0 < n < steps)]
+        length = min(lengths, key=lambda n: decay_start(n, cfg))
+        limit = decay_start(length, cfg)
+        why = (f"the {length}-step {'run' if length == steps else 'cooldown branch'} starts cooling down at step "
+               f"{limit}")
+    else:
+        limit, why = steps, f"the run has {steps} steps"
+    if warmup > limit and "warmup_steps" not in set(given):
+        cfg = dataclasses.replace(cfg, warmup_steps=limit)
+        notes.append(f"warm-up shortened from {warmup} to {limit} steps: {why} (--warmup-steps sets it)")
+    return cfg, notes
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _csv(values: Iterable[int]) -> str:
+    return ",".join(str(v) for v in values)
 
 
 def lr_at(step: int, cfg: TrainConfig, steps: int | None = None) -> float:

@@ -39,6 +39,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import re
+import sys
 import time
 import traceback
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -53,7 +54,7 @@ from interp._util.dist import Distributed
 from interp._util.io import exclusive_lock
 from interp._util.paths import RESULT_FILE
 from interp.schedules import PROFILES, WidthSpec
-from interp.training.config import TrainConfig
+from interp.training.config import TrainConfig, fit_to_steps
 from interp.training.results import (
     BASELINE,
     DONE,
@@ -222,10 +223,15 @@ class Experiment:
     def configs(self) -> list[tuple[Variant, int, TrainConfig]]:
         """(variant, seed, TrainConfig) per run, seed-major, each validated and set to resume.
 
-        `multiple` / `k` in overrides apply to every variant's WidthSpec (e.g. multiple=128 on a GPU).
+        `multiple` / `k` in overrides apply to every variant's WidthSpec (e.g. multiple=128 on a GPU). A run
+        shorter than the preset's schedule is fitted as `interp train` fits one (fit_to_steps; see plan()).
         """
+        return self.plan()[0]
+
+    def plan(self) -> tuple[list[tuple[Variant, int, TrainConfig]], list[str]]:
+        """configs(), and what fit_to_steps changed in them (a warm-up shortened to fit --steps, ...), once each."""
         width_kw = {k: v for k, v in self.overrides.items() if k in SHARED_WIDTH_FIELDS}
-        runs = []
+        runs, notes = [], []
         for seed in self.seeds:
             for v in self.variants:
                 kw = {**self.overrides, **v.overrides}
@@ -234,13 +240,15 @@ class Experiment:
                     kw["width"] = dataclasses.replace(v.width, **width_kw)
                 cfg = TrainConfig.from_preset(self.preset, **kw, seed=seed, out_dir=str(self.run_dir(v, seed)),
                                               resume=True)
+                cfg, changed = fit_to_steps(cfg, given={**self.overrides, **v.overrides})
+                notes += [n for n in changed if n not in notes]
                 cfg.validate()
                 try:  # the model too (mixer, mixer_options), so a bad option fails before any run trains
                     cfg.model_config(cfg.vocab_size).validate()
                 except ValueError as err:
                     raise ValueError(f"variant {v.name!r}: {err}") from err
                 runs.append((v, seed, cfg))
-        return runs
+        return runs, notes
 
 
 def check_equal_params(configs: Iterable[TrainConfig], within: Sequence[str] = ()) -> int | None:
@@ -269,7 +277,7 @@ def describe(exp: Experiment) -> str:
     """The plan of `exp` as text (what `--dry-run` prints): one line per run, done or to train."""
     from interp.model import param_counts
 
-    configs = exp.configs()
+    configs, notes = exp.plan()
     params = check_equal_params((cfg for _, _, cfg in configs), exp.equal_params_within)
     shapes = {(c.steps, c.batch_size, c.n_ctx) for _, _, c in configs}
     head = f"{exp.name}: {len(configs)} runs ({len(exp.variants)} variants x {len(exp.seeds)} seeds)"
@@ -278,7 +286,7 @@ def describe(exp: Experiment) -> str:
     if len(shapes) == 1:
         steps, batch, n_ctx = shapes.pop()
         head += f", {steps} steps x {batch} x {n_ctx} = {steps * batch * n_ctx:,} tokens per run"
-    lines = [head]
+    lines = [head, *(f"  note: {note}" for note in notes)]
     width = max(20, *(len(v.name) for v in exp.variants))
     for v, seed, cfg in configs:
         found = finished_dir(exp, v, seed, cfg)
@@ -370,11 +378,14 @@ def run_experiment(exp: Experiment, data: TokenData | None = None, log: Callable
     if jobs < 1 or (jobs > 1 and Distributed.from_env(join=False).world_size > 1):
         raise ValueError(f"run_experiment(jobs={jobs}): jobs is the number of single-process runs trained at once, "
                          "at least 1, and must be 1 under torchrun (there every rank trains the same run)")
-    configs = exp.configs()
+    configs, notes = exp.plan()
     # pre-flight, at the configured vocabulary
     params = check_equal_params((cfg for _, _, cfg in configs), exp.equal_params_within)
     main = Distributed.from_env(join=False).primary
     say = log if (log and main) else (lambda _msg: None)
+    if log and main:
+        for note in notes:  # the same rule and the same words as `interp train`
+            print(f"[{exp.name}] {note}", file=sys.stderr)
     # only rank 0 under torchrun: the other ranks run the same loop in step with it
     lock = (exclusive_lock(exp.dir / LOCK_FILE, f"experiment {exp.dir} (--root/--name)") if main
             else contextlib.nullcontext())

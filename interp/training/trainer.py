@@ -28,7 +28,6 @@ import json
 import math
 import os
 import random
-import sys
 import time
 from pathlib import Path
 
@@ -43,6 +42,7 @@ from interp._util.dist import Distributed
 from interp._util.errors import InputError
 from interp._util.io import (LockHeld, atomic_write, exclusive_lock, file_sha256, read_json, remove_stale_temps,
                              write_json_atomic)
+from interp._util.progress import progress
 from interp._util.paths import CONFIG_FILE, LOG_FILE, RESULT_FILE, TRAIN_STATE_FILE, WEIGHTS_FILE
 from interp._util.provenance import provenance
 from interp.data import TokenData, prepare_tokens
@@ -275,13 +275,10 @@ class Trainer:
     def _loop(self, flag: StopFlag, stop_at: int | None) -> dict:
         cfg = self.cfg
         self._open_run_dir()
-        from tqdm.auto import (
-            tqdm,  # imported here: keeps `import interp.training.trainer` lighter
-        )
-
         step, tokens, elapsed_before = self.start_step, self.start_tokens, self.start_elapsed
-        bar = tqdm(total=cfg.steps, initial=step, unit="step", dynamic_ncols=True,
-                   disable=not (cfg.progress and self.dist.primary and sys.stderr.isatty()))
+        # rank 0's progress: a tqdm bar on a terminal, else (nohup, Slurm) a line every tenth of the run or 30 s
+        bar = progress(cfg.steps, f"train {cfg.out_dir}", "steps", done=step,
+                       enabled=cfg.progress and self.dist.primary)
         tokens_per_step = cfg.batch_size * cfg.n_ctx
         t_start = time.perf_counter()
         interval_start, interval_tokens, session_tokens = t_start, 0, 0
@@ -304,7 +301,6 @@ class Trainer:
             step, tokens = step + 1, tokens + tokens_per_step
             interval_tokens += tokens_per_step
             session_tokens += tokens_per_step
-            bar.update(1)
             busy = False
             if step % cfg.log_interval == 0 or step == cfg.steps:
                 train_loss = self._all_sum([loss.item()])[0] / self.dist.world_size
@@ -317,7 +313,6 @@ class Trainer:
                 if cfg.peak_flops:
                     record["mfu"] = record["flops_per_s"] / (cfg.peak_flops * self.dist.world_size)
                 self._log(record)
-                bar.set_postfix(loss=f"{train_loss:.3f}", tok_s=f"{tps:,.0f}")
                 interval_start, interval_tokens = time.perf_counter(), 0
             if step % cfg.eval_interval == 0 or step == cfg.steps:
                 metrics, evaluated, busy = self.evaluate(), step, True
@@ -328,6 +323,8 @@ class Trainer:
                 busy = True
             if busy:
                 interval_start, interval_tokens = time.perf_counter(), 0
+            bar.update(step, f"loss {train_loss:.3f}" if math.isfinite(train_loss) else "loss -",
+                       f"{session_tokens / max(time.perf_counter() - t_start, 1e-9):,.0f} tok/s")
             if stop:
                 status, reason = "interrupted", flag.signal or f"stop_at={stop_at}"
                 break
