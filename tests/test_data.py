@@ -11,7 +11,6 @@ import hashlib
 import json
 import os
 import random
-import time
 from pathlib import Path
 
 import numpy as np
@@ -203,9 +202,7 @@ def test_bpe_round_trip_any_text(tiny_tok, text):
 def test_bpe_cache_hit(corpus_dir, tiny_tok):
     path = tiny_tok.path
     stamp = path.stat().st_mtime_ns
-    start = time.perf_counter()
-    again = data.get_tokenizer("bpe", vocab_size=300, source=str(corpus_dir), val_fraction=0.2)
-    assert time.perf_counter() - start < 0.5
+    again = data.get_tokenizer("bpe", vocab_size=300, source=str(corpus_dir), val_fraction=0.2)  # a hit: not rewritten
     assert again.hash == tiny_tok.hash and again.path == path and path.stat().st_mtime_ns == stamp
     other = data.get_tokenizer("bpe", vocab_size=320, source=str(corpus_dir), val_fraction=0.2)
     assert other.hash != tiny_tok.hash and other.path.parent != path.parent
@@ -266,9 +263,7 @@ def test_prepare_tokens_writes_checked_files(corpus_dir, tiny_tok, tiny_tokens):
 def test_prepare_tokens_cache_hit(corpus_dir, tiny_tok, tiny_tokens):
     bin_path = Path(tiny_tokens.meta["path"]) / "train.bin"
     stamp = bin_path.stat().st_mtime_ns
-    start = time.perf_counter()
-    again = data.prepare_tokens(str(corpus_dir), tiny_tok, val_fraction=0.2)
-    assert time.perf_counter() - start < 0.5
+    again = data.prepare_tokens(str(corpus_dir), tiny_tok, val_fraction=0.2)  # a hit: not rewritten
     assert bin_path.stat().st_mtime_ns == stamp and again.meta == tiny_tokens.meta
     assert np.array_equal(again.train, tiny_tokens.train)
     by_name = data.prepare_tokens(str(corpus_dir), "bpe", vocab_size=300, val_fraction=0.2)
@@ -383,9 +378,9 @@ def test_wiki_with_real_tokenizers():
     assert bpe.meta["dtype"] == "uint16" and bpe.vocab_size == 8192
     assert bpe.meta["n_documents"] == {"train": 9527, "val": 506}
     assert len(bpe.val) >= 16_384 and len(bpe.train) > 1_000_000
-    start = time.perf_counter()
-    again = data.prepare_tokens("wiki", "bpe", vocab_size=8192)
-    assert time.perf_counter() - start < 1.0 and again.meta == bpe.meta
+    stamp = (Path(bpe.meta["path"]) / "train.bin").stat().st_mtime_ns
+    again = data.prepare_tokens("wiki", "bpe", vocab_size=8192)   # a cache hit: nothing rewritten
+    assert again.meta == bpe.meta and (Path(bpe.meta["path"]) / "train.bin").stat().st_mtime_ns == stamp
     tok = data.get_tokenizer("bpe")
     sample = data.heldout_text("wiki")[:20_000]
     assert tok.decode(tok.encode(sample)) == sample

