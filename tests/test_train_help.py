@@ -19,7 +19,7 @@ from interp.training.cooldown import COOLDOWN_DIR
 from interp.training.experiments import Experiment, Variant
 
 HEADING = re.compile(r"^(\S[^:]*):$")
-OUTSIDE_SECTIONS = {"-h", "--help", "--debug"}  # argparse's help, and the --debug interp.cli adds to every command
+OUTSIDE_SECTIONS = {"-h", "--help"}  # argparse's help (interp.cli puts its --debug under "output")
 README_WSD = ["train", "--preset", "tiny", "--lr-schedule", "wsd", "--cooldowns", "100,150"]  # README.md's line
 
 

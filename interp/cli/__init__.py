@@ -77,7 +77,9 @@ def build_parser() -> argparse.ArgumentParser:
             raise
         module.register(subparsers)
     for sub in _all_subparsers(subparsers):
-        sub.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+        # a sectioned --help (interp train) lists it under "output"; argparse keeps its groups in _action_groups
+        target = next((g for g in sub._action_groups if g.title == "output"), sub)
+        target.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                          help=f"show the traceback of an error (also: {'INTERP_DEBUG'}=1)")
     return parser
 
