@@ -8,7 +8,7 @@ VENV=${VENV:-.venv}
 PY=${PYTHON:-python3}
 STAMP="$VENV/.interp-setup-stamp"
 REQS="torch==2.13.0 transformers==5.24.0 gguf==0.19.0 transformer-lens==4.3.0 nnsight==0.8.1 \
-numpy pandas pyarrow matplotlib tokenizers safetensors tqdm pytest hypothesis nbclient nbformat ipykernel \
+numpy pandas pyarrow matplotlib tokenizers safetensors tqdm pytest hypothesis==6.170.27 nbclient nbformat ipykernel \
 nbconvert==7.17.2 ipywidgets==8.1.9 \
 titans-pytorch==0.5.5 accelerated-scan==0.3.1 assoc-scan==0.0.6 axial_positional_embedding==0.3.12 einx==0.4.3 \
 frozendict==2.5.1 hyper-connections==0.4.11 loguru==0.7.3 ninja==1.13.2 pyvers==0.2.3 rotary-embedding-torch==0.9.1 \

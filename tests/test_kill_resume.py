@@ -160,7 +160,7 @@ def test_a_second_run_on_the_same_out_is_refused(work):
     finally:
         first.send_signal(signal.SIGTERM)
         _, err = first.communicate(timeout=1800)
-    assert first.returncode == 130, err
+    assert first.returncode == 143, err
     assert json.loads((out / CONFIG_FILE).read_text())["train"]["seed"] == 0
     records = [json.loads(x) for x in (out / LOG_FILE).read_text().splitlines()]
     steps = [r["step"] for r in records if r["kind"] == "train"]
@@ -169,8 +169,8 @@ def test_a_second_run_on_the_same_out_is_refused(work):
 
 
 @pytest.mark.integration
-def test_sigterm_before_the_loop_exits_130_and_writes_nothing(tmp_path):
-    """SIGTERM while the data is prepared (here: a BPE trained on a larger corpus): exit 130, one line."""
+def test_sigterm_before_the_loop_exits_143_and_writes_nothing(tmp_path):
+    """SIGTERM while the data is prepared (here: a BPE trained on a larger corpus): exit 143, one line."""
     write_corpus(tmp_path / "corpus", n_docs=300, sentences=300)
     proc = subprocess.Popen(
         [sys.executable, "-m", "interp.cli", "train", "--preset", "micro", "--source", "corpus", "--out", "runs/x"],
@@ -181,5 +181,5 @@ def test_sigterm_before_the_loop_exits_130_and_writes_nothing(tmp_path):
         time.sleep(0.02)
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=1800)
-    assert proc.returncode == 130 and err.strip().splitlines()[-1] == "interp train: interrupted", err
+    assert proc.returncode == 143 and err.strip().splitlines()[-1].startswith("interp train: interrupted by SIGTERM"), err
     assert "Traceback" not in err and not (tmp_path / "runs").exists()

@@ -16,6 +16,7 @@ a step checkpoint, leaving only its temporaries (tests/test_kill_resume.py).
 from __future__ import annotations
 
 import contextlib
+import errno
 import fnmatch
 import hashlib
 import json
@@ -23,12 +24,15 @@ import os
 import re
 import shutil
 import signal
+import stat
 import struct
 import sys
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
+
+from interp._util.errors import InputError
 
 try:  # advisory locks; Unix only
     import fcntl
@@ -258,21 +262,93 @@ def json_sha256(obj: object) -> str:
     return text_sha256(json.dumps(obj, sort_keys=True))
 
 
+def _refuse_link(path: Path, err: OSError, what: str) -> None:
+    """Turn the ELOOP of O_NOFOLLOW into one line naming the link and the fix (other errors pass through)."""
+    if err.errno == errno.ELOOP:
+        raise UnsafePath(f"{path}: {what} is a symbolic link (to {os.readlink(path) if path.is_symlink() else '?'}); "
+                         "interp never writes through a link, so nothing outside the folder changes (remove the "
+                         "link, or choose another output)") from None
+    raise err
+
+
+class UnsafePath(OSError):
+    """An output, lock or temporary that is a symbolic link, a hard link or not a regular file: refused unwritten."""
+
+
+def remove_entry(path: PathLike) -> None:
+    """Remove the directory entry `path` (a file or a link, never what a link points to); missing is fine."""
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+_WRITE_FLAGS = {"w": os.O_WRONLY | os.O_CREAT | os.O_EXCL, "x": os.O_WRONLY | os.O_CREAT | os.O_EXCL,
+                "a": os.O_WRONLY | os.O_CREAT | os.O_APPEND}
+
+
+def safe_open(path: PathLike, mode: str = "w", *, encoding: str | None = "utf-8"):
+    """Open `path` for writing without ever writing through a link: the one way interp opens a file to write
+    outside atomic_write's private temporaries (tests/test_structure.py enforces it).
+
+    mode "w": an overwrite removes the old entry and creates a new file (O_CREAT|O_EXCL), so a symlink or a hard
+    link planted at `path` is replaced, never written into; "x": the file must be new (FileExistsError);
+    "a": append to a regular file with one link (O_NOFOLLOW; a link or a special file is UnsafePath).
+    Add "b" for bytes (encoding is then ignored)."""
+    path = Path(path)
+    base = mode.replace("b", "")
+    if base not in _WRITE_FLAGS:
+        raise ValueError(f"safe_open: mode {mode!r} is not one of w, x, a (+b)")
+    if base == "w":
+        remove_entry(path)
+    try:
+        fd = os.open(path, _WRITE_FLAGS[base] | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0), 0o666)
+    except OSError as err:
+        _refuse_link(path, err, "the file to write")
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_nlink > 1:
+            raise UnsafePath(f"{path}: the file to write is {'a hard link' if st.st_nlink > 1 else 'not a regular file'};"
+                             " interp does not write into it (remove it, or choose another output)")
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": encoding}))
+
+
+def _open_lock(path: Path, what: str) -> int:
+    """fd of the lock file `path` (created), refused when it is a link or not a plain file of its own: a lock
+    file gets our pid written into it, which must never land in another file."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0),
+                     0o666)
+    except OSError as err:
+        _refuse_link(path, err, f"the lock of {what}")
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_nlink > 1:
+        os.close(fd)
+        raise UnsafePath(f"{path}: the lock of {what} is {'a hard link' if st.st_nlink > 1 else 'not a regular file'}"
+                         "; interp does not write into it (remove it)")
+    os.set_blocking(fd, True)
+    return fd
+
+
 @contextlib.contextmanager
 def file_lock(path: PathLike) -> Iterator[None]:
     """Exclusive advisory lock on `path` (created) while the block runs: DDP ranks and parallel jobs that
-    build the same cache entry wait for each other."""
+    build the same cache entry wait for each other. A lock file that is a link is refused (UnsafePath)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     if fcntl is None:  # pragma: no cover
         yield
         return
-    with open(path, "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    fd = _open_lock(path, f"folder {path.parent}")
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
 
 
 class LockHeld(OSError):
@@ -286,25 +362,48 @@ def exclusive_lock(path: PathLike, what: str) -> Iterator[None]:
     For output directories and tables that one process must own: a second process fails at once with
     LockHeld ("<what> is in use by pid N ...") instead of interleaving its writes with the first one's.
     The OS drops the lock when its holder dies (kill -9 included), so a stale lock file never blocks.
+    A lock file that is a symlink, a hard link or not a regular file is refused (UnsafePath) unwritten.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     if fcntl is None:  # pragma: no cover
         yield
         return
-    handle = open(path, "a+")
+    fd = _open_lock(path, what)
     try:
         try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            handle.seek(0)
-            holder = handle.read().strip() or "?"
+            holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "?"
             raise LockHeld(f"{what} is in use by another process (pid {holder}, lock {path}); wait for it to "
                            "finish or stop it, or choose another output") from None
-        handle.seek(0)
-        handle.truncate()
-        handle.write(f"{os.getpid()}\n")
-        handle.flush()
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         yield
     finally:
-        handle.close()  # closing releases the lock
+        os.close(fd)  # closing releases the lock
+
+
+def check_output(path: PathLike, flag: str, *, folder: bool) -> None:
+    """Refuse an output that cannot be written before any work: a file where a folder is wanted (or a folder
+    where a file is), a link at the output, a path under a file, no write permission. Creates nothing.
+
+    Raises InputError naming the flag, the path and the fix; every command calls it (through the CLI's
+    check_output_dir / check_output_file) before it loads a model or reads data."""
+    path = Path(path)
+    field = f"{flag} {path}"
+    if path.is_symlink():
+        raise InputError(f"{path} is a symbolic link", field=field, fix="interp never writes through a link; "
+                         "remove it or choose another output")
+    if path.exists():
+        if folder and not path.is_dir():
+            raise InputError(f"{path} is a file, not a folder", field=field, fix="choose another folder")
+        if not folder and path.is_dir():
+            raise InputError(f"{path} is a folder, not a file", field=field, fix="give a file name inside it")
+    existing = next(p for p in (path, *path.parents) if p.exists())  # "/" always exists
+    if not existing.is_dir():
+        raise InputError(f"{existing} is a file, not a folder", field=field, fix="choose another path")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise InputError(f"{existing} is not writable", field=field, fix="choose a folder you can write")
+    if path.exists() and not path.is_dir() and not os.access(path, os.W_OK):
+        raise InputError(f"{path} is read-only", field=field, fix="choose another file or make it writable")

@@ -14,13 +14,16 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import signal
 import sys
 import traceback
 from collections.abc import Iterable
 from pathlib import Path
 
 from interp._util import cpu_kernels
-from interp._util.errors import EXIT_INTERRUPTED, EXIT_USAGE, USER_ERRORS, InputError, debug_requested, one_line
+from interp._util.children import exit_status, stop_signals
+from interp._util.io import check_output
+from interp._util.errors import EXIT_USAGE, USER_ERRORS, InputError, debug_requested, one_line
 
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a tool killed by a closed pipe
 
@@ -53,14 +56,15 @@ def add_out_argument(parser: argparse.ArgumentParser, help: str, *, default: Pat
 
 
 def check_output_dir(path: str | Path, flag: str) -> None:
-    """Refuse an output folder that cannot be written (a file on its path, no write permission) before any
-    computation, instead of after hours of training; creates nothing."""
-    path = Path(path)
-    existing = next(p for p in (path, *path.parents) if p.exists())  # "/" always exists
-    if not existing.is_dir():
-        raise InputError(f"{existing} is a file, not a folder", field=f"{flag} {path}", fix="choose another folder")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise InputError(f"{existing} is not writable", field=f"{flag} {path}", fix="choose a folder you can write")
+    """Refuse an output folder that cannot be written (a file on its path, a link, no write permission) before
+    any computation, instead of after hours of training; creates nothing."""
+    check_output(path, flag, folder=True)
+
+
+def check_output_file(path: str | Path, flag: str) -> None:
+    """Refuse an output file that cannot be written (a folder or a link at its name, a file on its path, no
+    write permission, read-only) before any computation; creates nothing."""
+    check_output(path, flag, folder=False)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -108,10 +112,13 @@ def main(argv: list[str] | None = None) -> int:
             from interp._util.offline import set_offline
 
             set_offline(True)
-        return int(args.func(args) or 0)
-    except KeyboardInterrupt:
-        print(f"{command}: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        with stop_signals():  # SIGTERM stops a command as Ctrl-C does: Interrupted, then exit 143 (130 for SIGINT)
+            return int(args.func(args) or 0)
+    except KeyboardInterrupt as stop:
+        name = getattr(stop, "signum", None) and signal.Signals(stop.signum).name
+        print(f"{command}: interrupted{f' by {name}' if name else ''}; what finished is kept, rerun to go on",
+              file=sys.stderr)
+        return exit_status(stop)
     except BrokenPipeError:  # `interp models | head`: the reader left; say nothing, as other Unix tools do
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_BROKEN_PIPE

@@ -14,12 +14,9 @@ checkpoint and train state were saved first: rerun with --resume to continue).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import signal
 import sys
-import threading
-from collections.abc import Iterator
 
 from interp._util.config import add_arguments, add_sections, given_options
 from interp._util.dist import Distributed
@@ -27,7 +24,6 @@ from interp.schedules import PROFILES, SCHEDULES, SHAPES
 from interp.training.config import SECTIONS, TrainConfig, fit_to_steps, parse_train_overrides
 from interp.training.presets import PRESETS
 
-EXIT_INTERRUPTED = 130
 DESCRIPTION = (__doc__.split("\n")[0] + " Every flag below but --preset, --set and the width group is a TrainConfig "
                "field; a flag not given keeps the preset's value. A --steps shorter than the preset's warm-up shortens "
                "it (one line on stderr says so). Progress goes to stderr (a bar on a terminal, else a line every "
@@ -100,38 +96,21 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
     return cfg
 
 
-@contextlib.contextmanager
-def _sigterm_interrupts() -> Iterator[None]:
-    """SIGTERM outside the training loop (while the data is prepared, say) stops like Ctrl-C: KeyboardInterrupt,
-    which interp.cli.main turns into exit 130. Inside the loop the Trainer's StopFlag takes over and saves first."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def interrupt(signum, frame) -> None:
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 def run(args: argparse.Namespace) -> int:
     """Errors are interp.cli.main's: bad input (ValueError / OSError, e.g. the run directory is locked by another
-    process) is one line and exit 2, an interrupt before the loop exit 130. A run that returns ends with one
+    process) is one line and exit 2, an interrupt exit 130 (SIGINT) or 143 (SIGTERM). A run that returns ends with one
     summary line on stdout (rank 0), so a log under nohup or Slurm says how it ended."""
     from interp.training import Trainer
 
     cfg = config_from_args(args)
-    with _sigterm_interrupts():
-        trainer = Trainer(cfg)
-        already = trainer.finished is not None
-        result = trainer.run()
+    trainer = Trainer(cfg)  # a SIGTERM before the loop: interp.cli.main's stop_signals, exit 143
+    already = trainer.finished is not None
+    result = trainer.run()
     if trainer.dist.primary:
         print(summary_line(result, cfg, already), flush=True)
-    return EXIT_INTERRUPTED if result["status"] == "interrupted" else 0
+    if result["status"] != "interrupted":
+        return 0
+    return 128 + getattr(signal, str(result.get("reason")), signal.SIGINT)  # 130 for SIGINT, 143 for SIGTERM
 
 
 def summary_line(result: dict, cfg: TrainConfig, already: bool = False) -> str:
