@@ -26,6 +26,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+from interp._util.io import write_text_atomic  # noqa: E402
 from tests import badinput  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
@@ -90,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     table = "\n".join(lines) + "\n"
     print(f"\n{len(rows)} tried / {clear} clear errors / {lost} data lost")
     if args.write:
-        DOC.write_text(table)
+        write_text_atomic(DOC, table)
         print(f"wrote {DOC}")
     return 0 if clear == len(rows) and lost == 0 else 1
 

@@ -36,6 +36,7 @@ if __package__ in (None, ""):  # run as a file: make `benchmarks` and `interp` i
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.common import MIB, REPO_ROOT, Spread, begin, finish, interleave, paired_ratios, parse_args
+from interp._util.io import atomic_write, safe_open
 
 NAME = "bench_tokenize"
 TITLE = "Corpus tokenizing: ours vs tokenizers' encode_batch, 1 vs 2 workers, peak RSS (bench_tokenize)"
@@ -58,7 +59,7 @@ def write_corpus(folder: Path, n_bytes: int, n_files: int, seed: int = 0) -> lis
     folder.mkdir(parents=True, exist_ok=True)
     per_file, texts, k = n_bytes // n_files, [], 0
     for i in range(n_files):
-        with open(folder / f"part-{i:05d}.jsonl", "w", encoding="utf-8") as f:
+        with safe_open(folder / f"part-{i:05d}.jsonl", "w") as f:
             written = 0
             while written < per_file:
                 if k % len(docs) == 0:
@@ -85,7 +86,7 @@ def word_tokenizer(folder: Path, size: int = 32_000) -> Path:
     tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
     tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     folder.mkdir(parents=True, exist_ok=True)
-    tok.save(str(folder / "tokenizer.json"))
+    atomic_write(folder, {"tokenizer.json": lambda p: tok.save(str(p))})
     return folder
 
 

@@ -49,6 +49,7 @@ class Case:
     stdin: str | None = None                       # subprocess only: text fed to stdin (e.g. "y\n")
     check: Callable[[Path], None] | None = None    # extra assertions on the scratch folder afterwards
     timeout: float = 1800   # a hang, never a slow machine
+    fsize: int | None = None  # subprocess only: RLIMIT_FSIZE in bytes, SIGXFSZ ignored: writes past it fail (a full disk)
 
     def __post_init__(self) -> None:
         if any(c.id == self.id for c in CASES):
@@ -109,7 +110,7 @@ def run_case(case: Case, tmp: Path) -> Outcome:
     if case.subprocess:
         proc = sp.run([sys.executable, "-m", "interp.cli", *argv], cwd=tmp, input=case.stdin,
                       env={**os.environ, "PYTHONPATH": str(REPO), **env}, capture_output=True, text=True,
-                      timeout=case.timeout)
+                      timeout=case.timeout, preexec_fn=_limit_file_size(case.fsize))
         rc, out, err = proc.returncode, proc.stdout, proc.stderr
     else:
         from interp.cli import main
@@ -125,6 +126,21 @@ def run_case(case: Case, tmp: Path) -> Outcome:
     changed = sorted(rel for rel in set(before) | set(after)
                      if before.get(rel) != after.get(rel) and not _allowed(rel, case.may_change))
     return Outcome(rc, out, err, changed)
+
+
+def _limit_file_size(limit: int | None) -> Callable[[], None] | None:
+    """preexec_fn of a subprocess case: no file it writes may exceed `limit` bytes (EFBIG, as on a full disk)."""
+    if limit is None:
+        return None
+
+    def apply() -> None:
+        import resource
+        import signal
+
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # an ignored signal stays ignored across exec
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    return apply
 
 
 @contextlib.contextmanager

@@ -81,7 +81,11 @@ def fault_point(name: str) -> None:
 def _write_temp(directory: Path, name: str, write: Callable[[Path], None]) -> Path:
     """Write via `write(path)` to `path` = `.<name>.XXXXXXXX.tmp/<name>` beside `name` (created empty first)
     and fsync it; return its path."""
-    folder = Path(tempfile.mkdtemp(prefix=f".{name}.", suffix=TEMP_SUFFIX, dir=directory))
+    try:
+        folder = Path(tempfile.mkdtemp(prefix=f".{name}.", suffix=TEMP_SUFFIX, dir=directory))
+    except OSError as err:
+        raise_if_full(err, directory, name)
+        raise
     path = folder / name
     try:
         path.touch()  # normal permissions (0666 & ~umask), which the writer may change
@@ -91,10 +95,50 @@ def _write_temp(directory: Path, name: str, write: Callable[[Path], None]) -> Pa
             os.chmod(path, 0o666 & ~_umask())
         with open(path, "rb+") as f:
             os.fsync(f.fileno())
-    except BaseException:
+    except BaseException as err:
         shutil.rmtree(folder, ignore_errors=True)
+        raise_if_full(err, directory, name)
         raise
     return path
+
+
+class OutputFull(OSError):
+    """No room to write an output (disk full, quota, file size limit); the previous file is unchanged."""
+
+
+# How "no room" reads in OSError numbers and in the messages of writers that wrap them (torch's zip writer,
+# safetensors' Rust IoError, transformers' save_pretrained).
+_FULL_ERRNOS = {errno.ENOSPC, errno.EFBIG, getattr(errno, "EDQUOT", errno.ENOSPC)}
+_FULL_TEXT = re.compile(r"No space left|Disk quota|File too large|StorageFull|FileTooLarge|QuotaExceeded|"
+                        r"os error (?:27|28|122)|file write failed|inline_container.*unexpected pos", re.IGNORECASE)
+
+
+def is_full(err: BaseException) -> bool:
+    """True when an error (or one it wraps) says the device, quota or file size limit has no room left."""
+    seen = set()
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        if isinstance(err, OSError) and err.errno in _FULL_ERRNOS or _FULL_TEXT.search(str(err)):
+            return True
+        err = err.__cause__ or err.__context__
+    return False
+
+
+def raise_if_full(err: BaseException, directory: PathLike, name: str) -> None:
+    """Re-raise a no-room error from writing `directory/name` as one OutputFull line naming the device's
+    folder, the file and the fix (other errors: return, the caller re-raises them unchanged)."""
+    if isinstance(err, OutputFull) or not is_full(err):
+        return
+    try:
+        free = shutil.disk_usage(directory).free
+        room = f"{free / 2**20:.1f} MiB free there"
+    except OSError:
+        room = "free space unknown"
+    full = OutputFull(f"{Path(directory) / name}: no room left to write it ({room}; or a quota or file size "
+                      "limit); nothing was replaced, the previous version is unchanged (free space on that device "
+                      "or choose another output folder)")
+    full.errno = errno.ENOSPC
+    raise full from None
 
 
 def atomic_write(directory: PathLike, writers: dict[str, Callable[[Path], None]]) -> None:
