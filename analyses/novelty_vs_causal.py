@@ -4,13 +4,16 @@ The paper reads a high rho_mlp (the MLP writes along the stream: it "reinforces"
 capacity is worth less. Here that is tested, not assumed: for SmolLM2-135M, Gemma-3-270m and the tiny
 uniform and tapered runs of analyses.train_comparison, one `probe(..., causal=True)` per model gives the
 correlational rows (rho_mlp, rho_block, ...) and the causal rows (delta held-out loss when the layer's MLP is
-skipped, mean-ablated, or its attention skipped; interp.ablations.layers) for the same tokens and positions.
+skipped, mean-ablated, its attention skipped, or the whole block removed; interp.ablations.layers) for the
+same tokens and positions. The committed tables predate the block-removal rows (delta_loss_skip_block, added
+for issue #34): they hold the other three kinds; a recompute adds the fourth.
 Across layers, the Spearman rho of each correlational profile with each causal one, with a percentile
 bootstrap CI over sequences (interp.ablations.causal_table.correlations). A negative rho of rho_mlp with
 delta_loss_skip_mlp would support the paper's reading (more reinforcing, less needed).
 
-Budget: 1 + 3 x n_layers forwards per model plus the probe passes: 91 for SmolLM2, 55 for Gemma3 over
-16 x 128 tokens (the pretrained ablation's eval budget), 19 for each 6-layer tiny run over 64 x 256 tokens.
+Budget: 1 + 4 x n_layers forwards per model plus the probe passes: 121 for SmolLM2, 73 for Gemma3 over
+16 x 128 tokens (the pretrained ablation's eval budget), 25 for each 6-layer tiny run over 64 x 256 tokens
+(the times below were measured with 3 kinds, 1 + 3 x n_layers: expect about 4/3 of them).
 Measured: ~20 min of CPU time on one thread (an hour wall on 2 cores shared with other jobs: SmolLM2 and
 Gemma3 ~28 min each, a tiny run 2.5 min), more than `make figures` affords, hence HEAVY: `interp figures
 --recompute` re-renders the stored tables; `interp figures --only novelty_vs_causal --recompute` recomputes.

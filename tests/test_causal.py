@@ -30,11 +30,15 @@ PROBE = ["--tokens", "64", "--seq-len", "16", "--batch-size", "2"]
 def _by_hand(model, tokens: torch.Tensor, layer: int | None = None, kind: str = "",
              mean: torch.Tensor | None = None) -> tuple[torch.Tensor, list[torch.Tensor]]:
     """(per-sequence mean CE, every layer's MLP output) of a float64 copy of a TaperedLM, the forward written
-    out block by block, with layer `layer`'s MLP zeroed / set to `mean` or its attention zeroed."""
+    out block by block, with layer `layer`'s MLP zeroed / set to `mean`, its attention zeroed, or the whole block
+    removed (its input passed on unchanged)."""
     m = copy.deepcopy(model).double()
     x = m.embed(tokens)
     mlp_outs = []
     for l, block in enumerate(m.blocks):
+        if l == layer and kind == "skip_block":
+            mlp_outs.append(block.mlp(block.ln2(x + block.attn(block.ln1(x)))))  # the clean MLP output (unused)
+            continue
         a = block.attn(block.ln1(x))
         if l == layer and kind == "skip_attn":
             a = torch.zeros_like(a)
@@ -89,11 +93,27 @@ def test_hf_skips_match_zeroed_weights_in_float64(arch):
         ce = F.cross_entropy(logits[:, :-1].flatten(0, 1), tokens[:, 1:].flatten(), reduction="none")
         return ce.view(tokens.shape[0], -1).mean(1)
 
+    def without_layer(layer: int) -> torch.Tensor:
+        """Plain HF, float64: the layer deleted from the ModuleList (HF's own layer-drop), no hook anywhere."""
+        m = copy.deepcopy(model).double()
+        stack = m.get_submodule(layers)
+        kept = [block for i, block in enumerate(stack) if i != layer]
+        stack._modules.clear()
+        for i, block in enumerate(kept):
+            stack.add_module(str(i), block)
+        with torch.no_grad():
+            logits = m(tokens).logits
+        ce = F.cross_entropy(logits[:, :-1].flatten(0, 1), tokens[:, 1:].flatten(), reduction="none")
+        return ce.view(tokens.shape[0], -1).mean(1)
+
     clean = losses()
     torch.testing.assert_close(effects.clean, clean, atol=1e-5, rtol=0)
     for kind, proj in (("skip_mlp", down), ("skip_attn", attn_out)):
         for layer in range(3):
             torch.testing.assert_close(effects.deltas(kind)[layer], losses(proj, layer) - clean, atol=2e-5, rtol=0)
+    for layer in range(3):  # the block removed = the model rebuilt without that layer
+        torch.testing.assert_close(effects.deltas("skip_block")[layer], without_layer(layer) - clean, atol=2e-5,
+                                   rtol=0)
 
 
 def test_hooks_are_removed_and_kinds_are_checked():
@@ -146,7 +166,7 @@ def test_causal_rows_join_the_correlational_rows(checkpoint):
     assert metrics == [*probes.METRIC_NAMES, *ab.CAUSAL_METRICS.values()]
     causal = df[df["metric"].isin(ab.CAUSAL_METRICS.values())]
     corr = df[~df.index.isin(causal.index)]
-    assert len(causal) == 3 * 3 and list(causal.columns[:len(probes.TABLE_COLUMNS)]) == list(probes.TABLE_COLUMNS)
+    assert len(causal) == 4 * 3 and list(causal.columns[:len(probes.TABLE_COLUMNS)]) == list(probes.TABLE_COLUMNS)
     settings = [c for c in corr.columns if corr[c].notna().all() and corr[c].nunique() == 1
                 and c not in ("reference", "hook_sites", "ci_method", "n_sequences")]
     assert {"model", "checkpoint", "text_sha256", "positions", "seq_len", "backend", "versions"} <= set(settings)
@@ -167,7 +187,7 @@ def test_causal_rows_join_the_correlational_rows(checkpoint):
     np.testing.assert_allclose(effects.deltas("skip_mlp").mean(1).numpy(),
                                causal[causal.metric == "delta_loss_skip_mlp"]["mean"], atol=1e-12)
     table = ab.correlations(effects, profiles, n_boot=50)
-    assert len(table) == len(profiles) * 3
+    assert len(table) == len(profiles) * len(ab.CAUSAL_KINDS)
     assert table["spearman_rho"].between(-1, 1).all() and set(table["n_sequences"]) == {4}
     bare = corr.copy()
     bare.attrs = {}
@@ -184,7 +204,7 @@ def test_hf_directory_with_the_nnsight_backend(tmp_path, save_pretrained_dir):
     df = probes.probe(str(path), text=text, tokens=48, seq_len=12, batch_size=2, causal=True, backend="nnsight",
                       metrics=("rho_mlp",))
     causal = df[df.metric.str.startswith("delta_loss")]
-    assert len(causal) == 3 * 3 and set(causal["backend"]) == {"nnsight"}
+    assert len(causal) == 4 * 3 and set(causal["backend"]) == {"nnsight"}
     assert causal["hook_sites"].str.contains("post_feedforward_layernorm").any()
 
 
@@ -212,7 +232,7 @@ def test_cli_batch_causal_and_the_settings_key(checkpoint, tmp_path):
     rows = pd.read_parquet(out)
     assert rows["settings_hash"].nunique() == 2 and set(rows["status"]) == {"ok"}
     causal = rows[rows.metric.str.startswith("delta_loss")]
-    assert len(causal) == 3 * 3 and causal["settings_hash"].nunique() == 1
+    assert len(causal) == 4 * 3 and causal["settings_hash"].nunique() == 1
     # causal=False is not in the settings: tables written before the field keep their keys
     cfg = probes.BatchConfig.build(paths=[str(run)], text=str(text))
     assert "causal" not in cfg.settings("x")
@@ -286,7 +306,7 @@ def test_novelty_vs_causal_compute_and_render(checkpoint, tmp_path, capsys):
     assert "skip" in capsys.readouterr().out   # the missing run is named, the rest measured
     summary = pd.read_csv(figures / nvc.TABLE)
     layers = pd.read_csv(figures / nvc.LAYERS_TABLE)
-    assert set(summary["label"]) == {"run"} and len(summary) == len(probes.METRIC_NAMES) * 3
+    assert set(summary["label"]) == {"run"} and len(summary) == len(probes.METRIC_NAMES) * len(ab.CAUSAL_KINDS)
     assert set(ab.CAUSAL_METRICS.values()) <= set(layers["metric"]) and set(layers["d_mlp"]) == {48, 32, 16}
     assert (figures / "novelty_vs_causal.meta.json").is_file()
     [png] = nvc.render(figures)
@@ -316,5 +336,5 @@ def test_registry_name_and_gguf_file_give_the_same_causal_rows():
     tables = [probes.probe(spec, tokens=64, seq_len=32, batch_size=2, metrics=("rho_mlp",), causal=True)
               for spec in ("smollm2-135m", str(hf.REGISTRY["smollm2-135m"].locate()))]
     rows = [t[t.metric.str.startswith("delta_loss")].reset_index(drop=True) for t in tables]
-    assert len(rows[0]) == 3 * 30 and rows[0]["mean"].abs().max() > 0
+    assert len(rows[0]) == 4 * 30 and rows[0]["mean"].abs().max() > 0
     pd.testing.assert_series_equal(rows[0]["mean"], rows[1]["mean"], check_exact=True)

@@ -190,8 +190,9 @@ def test_issue_family_causal_rows_and_neuron_ablation(family, tmp_path):
     df = probe(str(path), text=str(text), tokens=TOKENS, seq_len=SEQ_LEN, batch_size=4, metrics=("rho_mlp",),
                causal=True)
     causal = df[df.metric.str.startswith("delta_loss_")]
-    assert set(causal.metric) == {"delta_loss_skip_mlp", "delta_loss_mean_mlp", "delta_loss_skip_attn"}
-    assert causal["mean"].notna().all() and len(causal) == 3 * 3
+    assert set(causal.metric) == {"delta_loss_skip_mlp", "delta_loss_mean_mlp", "delta_loss_skip_attn",
+                                  "delta_loss_skip_block"}
+    assert causal["mean"].notna().all() and len(causal) == 4 * 3
     cfg = ab.AblationConfig(model=str(path), text=str(text), seq_len=SEQ_LEN, score_sequences=2, eval_sequences=2,
                             batch_size=2, fractions=(0.5,), seeds=(0,), skip_layers=(1,))
     rows = ab.run_pretrained_ablation(cfg, log=None)
@@ -268,3 +269,40 @@ def test_the_lists_of_left_out_families_are_exactly_what_fails():
 @pytest.mark.parametrize("family", [a for a in PROBEABLE if a not in ISSUE])
 def test_every_tl_family_probes_like_plain_hooks(family, tmp_path):
     check_probe(_saved(tmp_path, family), _text(tmp_path / "text.txt"))
+
+
+def _layer_dropped(model, layer: int):
+    """A float64 copy of `model` with decoder layer `layer` deleted from its layer list (plain HF layer-drop, no
+    hook): the independent reference of skip_block."""
+    import copy
+
+    from interp.hf import root_and_sites
+
+    m = copy.deepcopy(model)
+    root, sites = root_and_sites(m)
+    stack = root.get_submodule(sites.layers)
+    kept = [block for i, block in enumerate(stack) if i != layer]
+    stack._modules.clear()
+    for i, block in enumerate(kept):
+        stack.add_module(str(i), block)
+    return m
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", PROBEABLE)
+def test_every_tl_family_skip_block_equals_the_layer_dropped(family):
+    """delta_loss_skip_block (the block's hook returns its input) = the loss of the model rebuilt without that
+    layer, in float64, for every family the adapter table knows (issue #34)."""
+    from interp.ablations import layer_effects
+    from interp.ablations.loss import sequence_losses
+
+    model = factories.tiny_any_hf(_arch(family), **THREE_LAYERS)
+    if model._can_set_experts_implementation():
+        model.set_experts_implementation("eager")  # grouped_mm has no float64
+    model = model.double().eval()
+    seqs = list(torch.randint(3, 64, (4, SEQ_LEN), generator=torch.Generator().manual_seed(0)).split(2))
+    effects = layer_effects(model, seqs, kinds=("skip_block",))
+    for layer in range(3):
+        dropped = sequence_losses(_layer_dropped(model, layer), seqs)
+        torch.testing.assert_close(effects.ablated["skip_block"][layer], dropped, atol=1e-6, rtol=0)
+    assert (effects.deltas("skip_block").abs().max(1).values > 1e-6).all()  # every removal changes the loss

@@ -16,6 +16,7 @@ import pytest
 import torch
 
 from interp import hf
+from interp.ablations import CAUSAL_METRICS
 from interp.cli import main
 from tests.factories import (
     random_tokens,
@@ -155,7 +156,7 @@ def test_gpt2_checkpoint_probes_agree_in_every_backend_and_causal_rows(gpt2_run,
     for backend, table in tables.items():
         pd.testing.assert_series_equal(table, tables["torch"], atol=1e-6, rtol=0, obj=backend)
     causal = _probe(run, text, tmp_path / "causal.parquet", "--causal")
-    assert {"delta_loss_skip_mlp", "delta_loss_mean_mlp", "delta_loss_skip_attn"} <= set(causal.metric)
+    assert set(CAUSAL_METRICS.values()) <= set(causal.metric)
     assert causal[causal.metric == "delta_loss_skip_mlp"]["mean"].abs().gt(0).all()
 
 

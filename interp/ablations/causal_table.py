@@ -4,14 +4,14 @@ everything but `metric`; and, across layers, the Spearman correlation of each co
 each causal one, with a bootstrap CI over sequences.
 
 Rows (TABLE_COLUMNS of interp.probes.table): metric = delta_loss_skip_mlp | delta_loss_mean_mlp |
-delta_loss_skip_attn; mean / std / sem / ci_low / ci_high / q05..q95 are over the per-sequence paired
-deltas (nats; Student-t CI); n_tokens = predicted tokens (n_sequences x (seq_len - 1)); reference = the
+delta_loss_skip_attn | delta_loss_skip_block; mean / std / sem / ci_low / ci_high / q05..q95 are over the
+per-sequence paired deltas (nats; Student-t CI); n_tokens = predicted tokens (n_sequences x (seq_len - 1)); reference = the
 exact intervention; hook_sites = the module hooked; n_sequences and clean_loss are added. Every column that
 is constant over the correlational rows (model, checkpoint, text, positions, seq_len, backend, ...) is
 copied, except the massive-dimension ones (the interventions exclude no dimension).
 
 The bootstrap needs per-sequence values on both sides: sequence_profiles reruns the probe one sequence at
-a time (one more forward over the same tokens, against the 1 + 3 x n_layers of the causal rows), and the
+a time (one more forward over the same tokens, against the 1 + 4 x n_layers of the causal rows), and the
 mean over sequences of those profiles is the table's mean (every sequence has as many counted tokens).
 """
 
@@ -54,7 +54,8 @@ def _intervention(kind: str, layer: int, effects: LayerEffects) -> str:
     what = {"skip_mlp": "MLP output := 0",
             "mean_mlp": f"MLP output := its mean over the {effects.mean_tokens} probe tokens (positions="
                         f"{effects.positions}, same sequences, clean pass)",
-            "skip_attn": "attention output := 0"}[kind]
+            "skip_attn": "attention output := 0",
+            "skip_block": "block output := its input (h_{l+1} = h_l)"}[kind]
     return (f"loss(layer {layer} {what}, every position) - clean loss; per sequence = mean CE (nats, fp32 logits) "
             f"over its {effects.predicted} predicted tokens; mean, quantiles and Student-t CI over "
             f"{effects.n_sequences} sequences")

@@ -1,6 +1,6 @@
 """Causal importance of each layer: the held-out loss when one layer's MLP output is zeroed (skip_mlp),
-replaced by its mean over the probe's tokens (mean_mlp), or its attention output zeroed (skip_attn), paired
-per sequence against the clean loss of the same sequences.
+replaced by its mean over the probe's tokens (mean_mlp), its attention output zeroed (skip_attn), or the whole
+block removed (skip_block), paired per sequence against the clean loss of the same sequences.
 
 Definitions (modules from the adapter table, interp.hf.SiteMap; TransformerLens names in brackets):
   skip_mlp   the MLP module returns zeros (interp.ablations.conditions.ablated): m_l := 0 [hook_mlp_out]; on
@@ -14,6 +14,10 @@ Definitions (modules from the adapter table, interp.hf.SiteMap; TransformerLens 
              thousands), a negligible leak. The table's `reference` column says so, with n.
   skip_attn  the module whose output is the attention term (SiteMap.attn_out_module) returns zeros: a_l := 0
              [hook_attn_out].
+  skip_block the whole layer (SiteMap.layers[l]) returns its input: h_{l+1} := h_l [hook_resid_post :=
+             hook_resid_pre], the layer removal of ShortGPT, Gromov et al. and the depth studies (Csordas et al.).
+             For every block style this removes attention, MLP and their norms alike: sequential, parallel
+             residual (GPT-NeoX, GPT-J, Phi: h + a + m), post-norm (OLMo-2) and sandwich norms (Gemma-2/3).
   loss       mean next-token cross-entropy (nats) of each sequence over all its seq_len - 1 predictions
              (interp.ablations.loss.sequence_losses): the predicted tokens sit at positions 1.., which are
              exactly the probe's positions under positions="skip_first".
@@ -39,7 +43,7 @@ from interp.ablations.loss import sequence_losses
 from interp.hf import get_submodule, layer_modules, root_and_sites
 from interp.probes.names import POSITIONS
 
-CAUSAL_KINDS = ("skip_mlp", "mean_mlp", "skip_attn")
+CAUSAL_KINDS = ("skip_mlp", "mean_mlp", "skip_attn", "skip_block")
 CAUSAL_METRICS = {kind: f"delta_loss_{kind}" for kind in CAUSAL_KINDS}  # the table's metric names
 
 
@@ -65,7 +69,8 @@ def site_names(model: Any) -> dict[str, str]:
     where = f"{sites.layers}.{{l}}"
     return {"skip_mlp": f"{where}.{sites.mlp} output := 0",
             "mean_mlp": f"{where}.{sites.mlp_out_module} output := its mean over the probe's tokens",
-            "skip_attn": f"{where}.{sites.attn_out_module} output := 0"}
+            "skip_attn": f"{where}.{sites.attn_out_module} output := 0",
+            "skip_block": f"{where} output := its input"}
 
 
 def _first(output: Any) -> Tensor:
@@ -81,6 +86,18 @@ def _constant_hook(value: Float[Tensor, "d_model"]) -> Callable:
     return hook
 
 
+def _identity_hook(module: nn.Module, args: tuple, kwargs: dict, output: Any) -> Any:
+    """A forward hook (with_kwargs) that makes a decoder layer return its input hidden states: h_{l+1} = h_l.
+    The rest of a tuple output (attention weights, caches) is kept as the layer made it."""
+    h = args[0] if args else kwargs.get("hidden_states", kwargs.get("x"))
+    if not isinstance(h, Tensor):
+        raise TypeError(f"skip_block: cannot find the hidden states among {type(module).__name__}'s inputs "
+                        f"(positional {len(args)}, keywords {sorted(kwargs)})")
+    out = _first(output)
+    h = h.to(dtype=out.dtype)
+    return (h, *output[1:]) if isinstance(output, tuple) else h
+
+
 @contextmanager
 def layer_ablated(model: Any, kind: str, layer: int,
                   means: Float[Tensor, "n_layers d_model"] | None = None) -> Iterator[None]:
@@ -94,8 +111,11 @@ def layer_ablated(model: Any, kind: str, layer: int,
         raise ValueError(f"kind={kind!r}: choose one of {CAUSAL_KINDS}")
     if kind == "mean_mlp" and means is None:
         raise ValueError("layer_ablated(kind='mean_mlp') needs means= (from mlp_out_means)")
-    module = (mlp_out_modules if kind == "mean_mlp" else attn_out_modules)(model)[layer]
-    handle = module.register_forward_hook(_constant_hook(means[layer]) if kind == "mean_mlp" else _zero_hook)
+    if kind == "skip_block":
+        handle = layer_modules(model)[layer].register_forward_hook(_identity_hook, with_kwargs=True)
+    else:
+        module = (mlp_out_modules if kind == "mean_mlp" else attn_out_modules)(model)[layer]
+        handle = module.register_forward_hook(_constant_hook(means[layer]) if kind == "mean_mlp" else _zero_hook)
     try:
         yield
     finally:

@@ -22,9 +22,9 @@ from interp.plots.style import _require_columns, _styled
 LAYER_COLUMNS = ("label", "layer", "depth", "metric", "mean", "ci_low", "ci_high")
 CORRELATION_COLUMNS = ("label", "measure", "causal", "spearman_rho", "ci_low", "ci_high")
 CAUSAL_TITLES = {"delta_loss_skip_mlp": "MLP skipped", "delta_loss_mean_mlp": "MLP mean-ablated",
-                 "delta_loss_skip_attn": "attention skipped"}
+                 "delta_loss_skip_attn": "attention skipped", "delta_loss_skip_block": "block removed"}
 CAUSAL_COLORS = {"delta_loss_skip_mlp": "#d62728", "delta_loss_mean_mlp": "#ff7f0e",
-                 "delta_loss_skip_attn": "#1f77b4"}
+                 "delta_loss_skip_attn": "#1f77b4", "delta_loss_skip_block": "#2ca02c"}
 
 
 def _rho_text(corr: pd.DataFrame, label: str, measure: str, causal: str) -> str:
