@@ -6,6 +6,8 @@ Reads the two tables of analyses.layer_removal, never a model.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
@@ -14,6 +16,12 @@ from interp.plots.style import _require_columns, _styled
 
 REMOVAL_COLUMNS = ("label", "layer", "delta_ppl", "delta_ppl_ci_low", "delta_ppl_ci_high")
 DEPENDENCY_COLUMNS = ("label", "skipped", "layer", "relative_change")
+VMAX = 1.5  # the colour scale stops at a change 1.5x the layer's whole contribution (the colour bar says so)
+
+
+def _short(label: str) -> str:
+    """'tiny-cosine-1.5-0.5-seed0-steps160-fp32' -> 'tiny-cosine-1.5-0.5': a panel title, not a run name."""
+    return re.sub(r"-seed\d+.*$", "", label)
 
 
 @_styled
@@ -34,7 +42,7 @@ def plot_layer_removal(removal: pd.DataFrame, dependency: pd.DataFrame) -> Figur
                capsize=2, error_kw={"lw": 0.8})
         ax.axhline(0, color="0.3", lw=0.8)
         ax.set_yscale("symlog", linthresh=1.0)
-        ax.set_title(f"{label}: removing one layer")
+        ax.set_title(f"{_short(label)}: one layer removed")
         ax.set_xlabel("removed layer")
         ax.set_ylabel("Δ perplexity (95% CI; red: lower)" if i == 0 else "")
         dep = dependency[dependency["label"] == label]
@@ -42,11 +50,10 @@ def plot_layer_removal(removal: pd.DataFrame, dependency: pd.DataFrame) -> Figur
         grid = np.full((n, n), np.nan)
         grid[dep["skipped"].astype(int), dep["layer"].astype(int)] = dep["relative_change"]
         ax = axes[1, i]
-        image = ax.imshow(grid, origin="lower", cmap="viridis", vmin=0, vmax=np.nanmax([1.0, np.nanmax(grid)]),
-                          aspect="auto")
+        image = ax.imshow(grid, origin="lower", cmap="viridis", vmin=0, vmax=VMAX, aspect="auto")
         ax.set_xlabel("later layer l")
         ax.set_ylabel("removed layer s" if i == 0 else "")
         ax.set_title("relative change of l's contribution")
-        fig.colorbar(image, ax=ax, shrink=0.8)
+        fig.colorbar(image, ax=ax, shrink=0.8, extend="max")
     fig.tight_layout()
     return fig
