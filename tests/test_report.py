@@ -1,0 +1,139 @@
+"""figures/REPORT.md (analyses.report): every number in it recomputed here from its table, independently (pandas
+and scipy, not the report's code), the verdict rule checked on its edge cases, the committed report equal to a
+fresh rendering of the committed tables, the HTML self-contained, and `interp report` through the CLI."""
+
+from __future__ import annotations
+
+import math
+import re
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from analyses import report
+from interp._util.paths import REPO_ROOT
+
+FIGURES = REPO_ROOT / "figures"
+
+
+def _rows() -> dict[str, str]:
+    """claim text -> its markdown row, from the committed REPORT.md."""
+    rows = {}
+    for line in (FIGURES / report.MARKDOWN).read_text().splitlines():
+        if line.startswith("| ") and not line.startswith("| claim") and not line.startswith("|---"):
+            rows[line.split(" | ")[0].removeprefix("| ")] = line
+    return rows
+
+
+def _numbers(row: str) -> tuple[float, float, float]:
+    cell = row.split(" | ")[3]
+    found = re.findall(r"[+-]\d+(?:\.\d+)?", cell)
+    return tuple(float(x) for x in found[:3])
+
+
+def _close(row: str, want: tuple[float, float, float], digits: int) -> None:
+    got = _numbers(row)
+    for g, w in zip(got, want, strict=True):
+        assert g == pytest.approx(round(w, digits), abs=10 ** -digits * 0.51), (row, want)
+
+
+def _verdict(row: str) -> str:
+    return re.search(r"\*\*(.+?)\*\*", row.split(" | ")[-1]).group(1)
+
+
+def test_the_committed_report_is_current(tmp_path):
+    for path in FIGURES.glob("*.csv"):
+        shutil.copy(path, tmp_path)
+    for path in FIGURES.glob("*.png"):
+        shutil.copy(path, tmp_path)
+    report.render(tmp_path)
+    assert (tmp_path / report.MARKDOWN).read_text() == (FIGURES / report.MARKDOWN).read_text(), \
+        "figures/REPORT.md is stale: run `interp report`"
+    page = (tmp_path / report.HTML).read_text()
+    assert page.count("data:image/png;base64,") >= 5 and "src='http" not in page and "src=\"http" not in page
+
+
+def test_training_claims_match_their_tables():
+    rows = _rows()
+    group = pd.read_csv(FIGURES / "group_ablation.csv").set_index("variant")
+    for variant, text in (("wider-early", "wider-early MLPs beat uniform"), ("wider-late", "wider-late MLPs are worse")):
+        row = next(r for k, r in rows.items() if k.startswith(text))
+        g = group.loc[variant]
+        _close(row, (g.rel_val_ppl_pct_mean, g.rel_val_ppl_pct_ci_low, g.rel_val_ppl_pct_ci_high), 2)
+    assert _verdict(rows[next(k for k in rows if k.startswith("wider-early"))]) == "reproduces"
+    arch = pd.read_csv(FIGURES / "architectures.csv")
+    for _, a in arch[arch.variant != "uniform"].iterrows():
+        row = rows[f"cosine 1.5 -> 0.5 beats uniform with the {a.mixer} mixer"]
+        _close(row, (a.rel_val_ppl_pct_mean, a.rel_val_ppl_pct_ci_low, a.rel_val_ppl_pct_ci_high), 2)
+        want = ("reproduces" if a.rel_val_ppl_pct_ci_high < 0 else "contradicts" if a.rel_val_ppl_pct_ci_low > 0
+                else "unresolved")
+        assert _verdict(row) == want
+
+
+def test_best_schedule_is_a_paired_comparison_with_the_runner_up():
+    runs = pd.read_csv(FIGURES / "schedule_sweep_runs.csv")
+    runs = runs[runs.status == "done"]
+    means = runs.groupby("variant").val_ppl.mean().drop(["uniform", "cosine-1.5-0.5"])
+    rival = means.idxmin()
+    wide = runs.pivot_table(index="seed", columns="variant", values="val_ppl")
+    d = (wide["cosine-1.5-0.5"] - wide[rival]).to_numpy()
+    half = stats.t.ppf(0.975, len(d) - 1) * d.std(ddof=1) / math.sqrt(len(d))
+    row = _rows()["cosine 1.5 -> 0.5 is the best schedule of the sweep"]
+    _close(row, (d.mean(), d.mean() - half, d.mean() + half), 2)
+    assert rival in (FIGURES / report.MARKDOWN).read_text()
+
+
+def test_probe_eval_and_literature_claims_match_their_tables():
+    rows = _rows()
+    styles = pd.read_csv(FIGURES / "novelty_block_styles.csv")
+    for _, s in styles[styles.metric == "rho_mlp"].drop_duplicates(["arch", "variant"]).iterrows():
+        key = next(k for k in rows if k.endswith(f"{s.arch} block, {s.variant}"))
+        _close(rows[key], (s.pearson_r_mean, s.pearson_r_ci_low, s.pearson_r_ci_high), 2)
+    causal = pd.read_csv(FIGURES / "novelty_vs_causal.csv")
+    for _, c in causal[(causal.measure == "rho_mlp") & (causal.causal == "delta_loss_skip_mlp")].iterrows():
+        _close(rows[f"a more reinforcing MLP (higher rho_mlp) matters less: {c.label}"],
+               (c.spearman_rho, c.ci_low, c.ci_high), 3)
+    removal = pd.read_csv(FIGURES / "layer_removal.csv")
+    for layer in (14, 17):
+        r = removal[(removal.label == "smollm2-135m") & (removal.layer == layer)].iloc[0]
+        row = rows[f"removing SmolLM2's layer {layer} lowers perplexity (an anti-layer)"]
+        _close(row, (r.delta_ppl, r.delta_ppl_ci_low, r.delta_ppl_ci_high), 2)
+        assert _verdict(row) == ("contradicts" if r.delta_ppl_ci_low > 0 else "reproduces" if r.delta_ppl_ci_high < 0
+                                 else "unresolved")
+    evals = pd.read_csv(FIGURES / "downstream_groups.csv")
+    hellaswag = evals[(evals.variant == "wider-early") & (evals.task == "hellaswag")].iloc[0]
+    _close(rows["wider-early does better than uniform on hellaswag (acc_norm)"],
+           (hellaswag.d_mean, hellaswag.d_ci_low, hellaswag.d_ci_high), 3)
+    assert "not measured: `interp figures --only novelty_gpt2 --recompute`" in rows[
+        "rho_mlp rises with depth in GPT-2 (124M to 1.5B)"]
+
+
+@pytest.mark.parametrize("ci, sign, want", [
+    ((-2.0, -1.0), -1, "reproduces"), ((1.0, 2.0), -1, "contradicts"), ((-1.0, 1.0), -1, "unresolved"),
+    ((0.0, 1.0), +1, "unresolved"), ((0.5, 1.0), +1, "reproduces"), ((np.nan, 1.0), +1, "unresolved")])
+def test_the_verdict_rule(ci, sign, want):
+    assert report.verdict(ci, sign) == want
+
+
+def test_a_missing_table_is_not_measured_with_its_command(tmp_path):
+    shutil.copy(FIGURES / "group_ablation.csv", tmp_path)
+    shutil.copy(FIGURES / "group_ablation_runs.csv", tmp_path)
+    items = report.claims(tmp_path)
+    by_id = {c.id: c for c in items}
+    assert by_id["allocation-early"].verdict == "reproduces"
+    assert by_id["best-schedule"].verdict == "not measured"
+    assert "interp figures --only schedule_sweep --recompute" in report.markdown(items)
+
+
+def test_interp_report_cli(tmp_path):
+    from interp.cli import main
+
+    for path in FIGURES.glob("*.csv"):
+        shutil.copy(path, tmp_path)
+    assert main(["report", "--out", str(tmp_path)]) == 0
+    assert (tmp_path / report.MARKDOWN).read_text().startswith("# Report")
+    assert (tmp_path / report.HTML).is_file()
