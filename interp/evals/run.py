@@ -43,7 +43,6 @@ if TYPE_CHECKING:
     import pandas as pd
 
 NIAH_SEED = 42
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json", "merges.txt")
 
 
 @dataclass(frozen=True)
@@ -61,9 +60,9 @@ class EvalTarget:
     commit: str = ""      # a hub model's: the commit its revision resolved to
 
     def model_key(self) -> str:
-        """What identifies the model: its weights' sha256 (cached) and, beside them, what picks its tokenizer
-        (our config.json, an HF dir's tokenizer files: the same weights with another tokenizer score
-        differently); a registry package's key; a hub id."""
+        """What identifies the model: its weights' sha256 (cached) and, beside them, what defines it (our
+        config.json; an HF dir's config.json and tokenizer files, Target.definition_files: the same weights
+        under another architecture or tokenizer score differently); a registry package's key; a hub id."""
         if self.kind == "registry":
             return f"registry:{self.spec}:{REGISTRY[self.spec].cache_key()}"
         if self.kind == "hub":
@@ -71,10 +70,13 @@ class EvalTarget:
         if self.batch_target is None:
             return f"{self.kind}:{self.spec}"
         from interp.probes.batch import file_sha256, weights_sha256
+        from interp.probes.expand import definition_sha256
 
         folder = Path(self.spec)
-        beside = [folder / CONFIG_FILE] if self.kind == "checkpoint" else (
-            [folder / name for name in TOKENIZER_FILES if (folder / name).is_file()] if self.kind == "hf_dir" else [])
+        if self.kind == "hf_dir":  # config.json too: the same weights under another architecture are another model
+            return hashlib.sha256(f"{weights_sha256(self.batch_target)} {definition_sha256(self.batch_target)}"
+                                  .encode()).hexdigest()
+        beside = [folder / CONFIG_FILE] if self.kind == "checkpoint" else []
         return hashlib.sha256(" ".join([weights_sha256(self.batch_target), *map(file_sha256, beside)]).encode()
                               ).hexdigest()
 
