@@ -310,7 +310,8 @@ def html_page(items: list[Claim], figures_dir: Path) -> str:
         path = Path(figures_dir) / name
         if path.is_file():
             data = base64.b64encode(path.read_bytes()).decode()
-            figures.append(f"<h3>{html.escape(name)}</h3><img style='max-width:100%' src='data:image/png;base64,{data}'>")
+            figures.append(f"<h3>{html.escape(name)}</h3>"
+                           f"<img style='max-width:100%' src='data:image/png;base64,{data}'>")
     return ("<!doctype html><html><head><meta charset='utf-8'><title>interp report</title>"
             "<style>body{font-family:sans-serif;max-width:1200px;margin:auto}td,th{border:1px solid #ccc;"
             "padding:4px;vertical-align:top}table{border-collapse:collapse}</style></head><body>"

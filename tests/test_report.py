@@ -60,7 +60,8 @@ def test_the_committed_report_is_current(tmp_path):
 def test_training_claims_match_their_tables():
     rows = _rows()
     group = pd.read_csv(FIGURES / "group_ablation.csv").set_index("variant")
-    for variant, text in (("wider-early", "wider-early MLPs beat uniform"), ("wider-late", "wider-late MLPs are worse")):
+    for variant, text in (("wider-early", "wider-early MLPs beat uniform"),
+                          ("wider-late", "wider-late MLPs are worse")):
         row = next(r for k, r in rows.items() if k.startswith(text))
         g = group.loc[variant]
         _close(row, (g.rel_val_ppl_pct_mean, g.rel_val_ppl_pct_ci_low, g.rel_val_ppl_pct_ci_high), 2)

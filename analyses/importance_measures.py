@@ -1,0 +1,132 @@
+"""Which cheap measure predicts the damage of removing a layer? Every correlational measure against every causal
+one, per model, on the same tokens (issue #34 item 2; the critique arXiv 2605.14075 asks it of cosine measures).
+
+Correlational (per layer, interp.probes): rho_mlp and rho_block (the paper's cosines), block_influence (ShortGPT:
+1 - cos(h_l, h_{l+1})), angular_distance (Gromov et al.: arccos of the same cosine / pi), norm_ratio (|F_l| /
+|h_l|) and logit_lens_kl (KL of the final distribution from layer l's logit-lens one). Causal (per layer,
+interp.ablations.layers): the loss increase when the whole block is removed (skip_block), its MLP skipped
+(skip_mlp), its MLP replaced by its mean (mean_mlp) or its attention skipped (skip_attn). Across layers: the
+Spearman rho of each measure with each causal effect, with a percentile bootstrap CI over sequences (the same
+draws for both profiles; interp.ablations.causal_table.correlations). One probe(..., causal=True) per model
+gives both sides.
+
+Optionally (accuracy_tasks, off in the quick config: hours on a CPU), the accuracy drop on lm-eval tasks when
+each block is removed: the same documents for every layer (lm-eval --limit), per-document paired differences
+against the clean model, t-CI over documents. That answers the question with the field's measure of damage
+instead of loss.
+
+Models: SmolLM2 and Gemma-3 (the registry's offline copies) and the tiny uniform and cosine 1.5->0.5 checkpoints
+of train_comparison. The issue also asks for our GPT-2-style and Transformer++ checkpoints at 5 seeds; those are
+gain_vs_tokens' final checkpoints, which are not on every machine: give their folders in run_dirs (each row says
+which checkpoint it came from; gain_vs_tokens' records say how to retrain them). HEAVY.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from analyses import novelty_pretrained, novelty_tapered, outputs, read_table, repo_relative, write_table
+from interp.probes.config import ProbeConfig
+
+NAME = "importance_measures"
+HEAVY = True  # SmolLM2: 1 + 4 x 30 forwards of 2,048 tokens plus the probe passes (~10 min on 2 quiet cores)
+TABLE = "importance_measures.csv"              # one row per model, measure and causal effect
+ACCURACY_TABLE = "importance_measures_accuracy.csv"  # per model, removed layer and task (when accuracy_tasks)
+FIGURE = "importance_measures.png"
+OUTPUTS = outputs(TABLE, FIGURE)
+MEASURES = ("rho_mlp", "rho_block", "block_influence", "angular_distance", "norm_ratio", "logit_lens_kl")
+
+
+def _probe(tokens: int, seq_len: int, backend: str = "torch") -> ProbeConfig:
+    return ProbeConfig(tokens=tokens, seq_len=seq_len, batch_size=8, backend=backend, causal=True, metrics=MEASURES)
+
+
+@dataclass
+class Config:
+    models: tuple[str, ...] = ("smollm2-135m", "gemma3-270m")   # registry names; one not installed is skipped
+    run_dirs: tuple[str, ...] = field(default_factory=novelty_tapered._default_run_dirs)
+    probe: ProbeConfig = field(default_factory=lambda: _probe(2048, 128))       # 16 sequences x 128
+    tiny_probe: ProbeConfig = field(default_factory=lambda: _probe(16384, 256))  # 64 sequences x 256
+    accuracy_tasks: tuple[str, ...] = ()      # e.g. ("piqa", "arc_easy", "hellaswag"): HEAVY on a CPU
+    accuracy_limit: int = 200                 # the same documents for every removed layer
+    n_boot: int = 2000
+    confidence: float = 0.95
+    seed: int = 0
+
+
+def model_tables(cfg: Config) -> list[tuple[str, str, pd.DataFrame]]:
+    """(label, spec, probe table with causal rows) of every installed model and finished run."""
+    from interp.probes import probe
+
+    out = []
+    for name in novelty_pretrained.installed_models(novelty_pretrained.Config(models=cfg.models)):
+        out.append((name, name, probe(name, config=cfg.probe)))
+    for run in novelty_tapered.finished_runs(novelty_tapered.Config(run_dirs=cfg.run_dirs)):
+        df = probe(str(run), config=dataclasses.replace(cfg.tiny_probe, backend="hookpoints"))
+        out.append((run.name, str(run), df))
+    return out
+
+
+def accuracy_drop(spec: str, tasks: tuple[str, ...], limit: int, confidence: float = 0.95) -> list[dict[str, Any]]:
+    """Per removed layer and task: the mean per-document change in accuracy (acc) against the clean model, t-CI
+    over the documents (the same `limit` documents in every condition)."""
+    from interp.ablations.layers import layer_ablated
+    from interp.evals.run import EvalTarget, lm_evaluate, load_lm
+    from interp.hf import layer_modules
+    from interp.stats_intervals import mean_ci
+
+    lm, _ = load_lm(EvalTarget(spec, "registry" if not Path(spec).exists() else "path", spec), batch_size=8)
+    model = lm.model
+    rows = []
+    for task in tasks:
+        def per_doc() -> list[float]:
+            results = lm_evaluate(lm, task, {}, limit=limit, log_samples=True)
+            return [float(s["acc"]) for s in sorted(results["samples"][task], key=lambda s: s["doc_id"])]
+
+        clean = per_doc()
+        for layer in range(len(layer_modules(model))):
+            with layer_ablated(model, "skip_block", layer):
+                removed = per_doc()
+            mean, low, high = mean_ci([r - c for r, c in zip(removed, clean, strict=True)], confidence)
+            rows.append({"task": task, "layer": layer, "acc_clean": sum(clean) / len(clean),
+                         "acc_removed": sum(removed) / len(removed), "d_acc": mean, "d_acc_ci_low": low,
+                         "d_acc_ci_high": high, "n_docs": len(clean)})
+    return rows
+
+
+def compute(cfg: Config, figures_dir: Path) -> None:
+    from interp.ablations.causal_table import causal_data, correlations
+
+    tables = model_tables(cfg)
+    if not tables:
+        print(f"[{NAME}] no model installed and no finished run: nothing to measure", flush=True)
+        return
+    rows = []
+    for label, spec, df in tables:
+        corr = correlations(*causal_data(df), cfg.n_boot, cfg.confidence, cfg.seed)
+        rows.append(corr.assign(label=label, model=df["model"].iloc[0],
+                                checkpoint=repo_relative(str(df["checkpoint"].iloc[0] or "")),
+                                text_sha256=df["text_sha256"].iloc[0], n_tokens=int(df["n_tokens"].iloc[0]),
+                                dtype=df["dtype"].iloc[0], hardware=df.get("hardware", pd.Series([""])).iloc[0]))
+    summary = pd.concat(rows, ignore_index=True)
+    summary = summary[["label", "model", *[c for c in summary.columns if c not in ("label", "model")]]]
+    write_table(summary, figures_dir, TABLE, cfg, NAME)
+    print(summary.pivot_table(index=["label", "measure"], columns="causal", values="spearman_rho")
+          .to_string(float_format=lambda v: f"{v:+.2f}"), flush=True)
+    if cfg.accuracy_tasks:
+        acc = [{"label": label, "model": spec, **r} for label, spec, _ in tables if not Path(spec).is_dir()
+               for r in accuracy_drop(spec, cfg.accuracy_tasks, cfg.accuracy_limit, cfg.confidence)]
+        write_table(pd.DataFrame(acc), figures_dir, ACCURACY_TABLE, cfg, NAME)
+
+
+def render(figures_dir: Path) -> list[Path]:
+    from interp.plots import save_figure
+    from interp.plots.importance import plot_importance_measures
+
+    summary = read_table(figures_dir, TABLE, NAME)
+    return [save_figure(plot_importance_measures(summary), Path(figures_dir) / FIGURE)]
