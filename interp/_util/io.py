@@ -222,28 +222,62 @@ def read_json(path: PathLike, missing_ok: bool = False, torn_ok: bool = False) -
         raise ValueError(f"{path}: not valid JSON ({err}); repair or delete the file") from err
 
 
+# bytes per element of each safetensors dtype (the format's own list)
+SAFETENSORS_DTYPES = {"BOOL": 1, "U8": 1, "I8": 1, "F8_E5M2": 1, "F8_E4M3": 1, "F8_E8M0": 1, "I16": 2, "U16": 2,
+                      "F16": 2, "BF16": 2, "I32": 4, "U32": 4, "F32": 4, "I64": 8, "U64": 8, "F64": 8, "C64": 8}
+
+
 def safetensors_header(path: Path, error: type[Exception] = ValueError) -> dict:
-    """The tensor entries of a safetensors header, parsed by hand so a truncated file gets a clear message
-    (raised as `error`, naming the file), not a Rust error. Layout: u64 header length, JSON header, data."""
+    """The tensor entries of a safetensors header, parsed by hand and checked against the format, so a truncated
+    or lying file gets one clear message (raised as `error`, naming the file and the tensor), never a Rust error
+    or a traceback. Layout: u64 header length, JSON header {name: {dtype, shape, data_offsets}}, data. Checked:
+    the header is an object; each entry has a known dtype, a shape of non-negative ints and two integer offsets
+    whose span is exactly shape x dtype bytes; entries lie inside the data and do not overlap."""
     size = path.stat().st_size
+    fix = "re-save the checkpoint or restore it from a copy"
     with open(path, "rb") as f:
         raw = f.read(8)
         if len(raw) < 8:
-            raise error(f"{path}: {size} bytes, too short to be a safetensors file (truncated); "
-                                  "re-save the checkpoint or restore it from a copy")
+            raise error(f"{path}: {size} bytes, too short to be a safetensors file (truncated); {fix}")
         (n_header,) = struct.unpack("<Q", raw)
         if 8 + n_header > size:
-            raise error(f"{path}: header claims {n_header} bytes but the file has {size} "
-                                  "(truncated); re-save the checkpoint or restore it from a copy")
+            raise error(f"{path}: header claims {n_header} bytes but the file has {size} (truncated); {fix}")
         try:
             header = json.loads(f.read(n_header))
-        except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as err:
             raise error(f"{path}: unreadable safetensors header ({err}); the file is corrupt") from err
+    if not isinstance(header, dict):
+        raise error(f"{path}: the safetensors header is a {type(header).__name__}, not an object; the file is "
+                    f"corrupt ({fix})")
     header.pop("__metadata__", None)
-    end = max((t["data_offsets"][1] for t in header.values()), default=0)
+    spans = []
+    for name, entry in header.items():
+        where = f"{path}: tensor {name!r}"
+        if not isinstance(entry, dict):
+            raise error(f"{where}: its header entry is a {type(entry).__name__}, not an object; the file is corrupt")
+        dtype, shape, offsets = entry.get("dtype"), entry.get("shape"), entry.get("data_offsets")
+        if dtype not in SAFETENSORS_DTYPES:
+            raise error(f"{where}: dtype {dtype!r} is not a safetensors dtype; the file is corrupt ({fix})")
+        if not isinstance(shape, list) or not all(type(d) is int and d >= 0 for d in shape):
+            raise error(f"{where}: shape {shape!r} is not a list of non-negative integers; the file is corrupt")
+        if (not isinstance(offsets, list) or len(offsets) != 2 or not all(type(o) is int for o in offsets)
+                or not 0 <= offsets[0] <= offsets[1]):
+            raise error(f"{where}: data_offsets {offsets!r} are not two increasing integers; the file is corrupt")
+        numel = 1
+        for d in shape:
+            numel *= d
+        if offsets[1] - offsets[0] != numel * SAFETENSORS_DTYPES[dtype]:
+            raise error(f"{where}: data_offsets span {offsets[1] - offsets[0]} bytes but shape {shape} of {dtype} "
+                        f"needs {numel * SAFETENSORS_DTYPES[dtype]}; the header lies about the data ({fix})")
+        spans.append((offsets[0], offsets[1], name))
+    spans.sort()
+    for (_, end, first), (begin, _, second) in zip(spans, spans[1:]):
+        if begin < end:
+            raise error(f"{path}: tensors {first!r} and {second!r} overlap in the data; the file is corrupt ({fix})")
+    end = max((s[1] for s in spans), default=0)
     if 8 + n_header + end > size:
-        raise error(f"{path}: tensor data ends at byte {8 + n_header + end} but the file has "
-                              f"{size} (truncated); re-save the checkpoint or restore it from a copy")
+        raise error(f"{path}: tensor data ends at byte {8 + n_header + end} but the file has {size} (truncated); "
+                    f"{fix}")
     return header
 
 

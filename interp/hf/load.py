@@ -13,6 +13,7 @@ Python files unasked; a GGUF file is checked for truncation before transformers 
 
 from __future__ import annotations
 
+import pickle
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -25,7 +26,7 @@ from torch import nn
 from interp._util.devices import parse_device_map
 from interp._util.dtypes import MODEL_DTYPES, torch_dtype
 from interp._util.errors import InputError, one_line
-from interp._util.io import file_fingerprint, file_sha256
+from interp._util.io import file_fingerprint, file_sha256, safetensors_header
 from interp._util.paths import CONFIG_FILE
 from interp.hf.attention import attention_for
 from interp.hf.adapters import SiteMap, layer_modules, site_map_for
@@ -131,6 +132,14 @@ def _check_config(where: str, trust_remote_code: bool) -> None:
                          path=Path(where) / CONFIG_FILE) from err
 
 
+def _check_weight_headers(where: str) -> None:
+    """Every *.safetensors file of a folder checked against the format before transformers reads it (a header
+    that lies about dtypes, shapes or offsets is one InputError naming the file and the tensor, not a Rust
+    panic or a model that loads other bytes)."""
+    for file in sorted(Path(where).glob("*.safetensors")):
+        safetensors_header(file, InputError)
+
+
 def _from_pretrained(where: str, gguf_file: str | None, dtype: torch.dtype | str, attn_implementation: str,
                      timings: dict[str, float], trust_remote_code: bool = False, device_map: DeviceMap = None):
     """Tokenizer and model from a directory / hub id (with gguf_file: dequantize that GGUF to fp32); device_map
@@ -159,6 +168,13 @@ def _from_pretrained(where: str, gguf_file: str | None, dtype: torch.dtype | str
             _check_loading(where, info)
         else:
             model = AutoModelForCausalLM.from_pretrained(where, gguf_file=gguf_file, **options)
+    except pickle.UnpicklingError as err:   # weights_only refused a pickled object: it never ran
+        pickled = sorted(f.name for f in Path(where).glob("*") if f.suffix in (".bin", ".pt", ".pth", ".ckpt"))
+        raise InputError(f"{', '.join(pickled) or 'a weight file'} holds pickled objects that are not plain tensors "
+                         "(torch.load with weights_only=True refused them, so nothing in it ran); interp never runs "
+                         "pickled code", path=where,
+                         fix="use safetensors weights from a source you trust (or convert a trusted copy with "
+                             "save_pretrained(..., safe_serialization=True))") from None
     except (ImportError, ValueError) as err:
         if attn_implementation in BUILTIN_ATTENTION or isinstance(err, InputError) or (
                 isinstance(err, ValueError) and not any(w in str(err).lower() for w in ("attention", "attn"))):
@@ -312,6 +328,7 @@ def load_model(ref: ModelRef, dtype: torch.dtype | str = torch.float32, use_cach
         ref = ref.fetched()
         source = _hf_source(ref)
         _check_config(source, ref.trust_remote_code)
+        _check_weight_headers(source)
         model, tokenizer = _from_pretrained(source, None, dtype, attn_implementation, timings, ref.trust_remote_code,
                                             device_map)
     model.eval()
