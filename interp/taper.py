@@ -101,7 +101,17 @@ def read_profile(table: PathLike, measure: str, model: str = "", where: str = ""
                   and not c.startswith("q") and first[c].astype(str).nunique() > 1]
         raise InputError(f"several {measure!r} rows per layer, differing in {differ}; choose one with "
                          f"--where COL=VALUE", path=path, field="--where")
-    rows = rows.sort_values("layer")
+    layers = pd.to_numeric(rows["layer"], errors="coerce")
+    if layers.isna().any() or not (layers == layers.round()).all():
+        bad = rows["layer"][layers.isna() | (layers != layers.round())].iloc[0]
+        raise InputError(f"layer {str(bad)!r} is not an integer layer index", path=path, field="layer",
+                         fix="give a table written by interp probe / batch, whose layers are 0 .. L-1")
+    layers = layers.astype(int)
+    if sorted(layers) != list(range(len(layers))):
+        raise InputError(f"the {measure!r} rows have layers {sorted(layers.tolist())}, not 0 .. {len(layers) - 1} "
+                         "each once (a gap, a negative or a repeated layer)", path=path, field="layer",
+                         fix="give the whole profile of one model, every layer once")
+    rows = rows.assign(layer=layers).sort_values("layer")   # numeric order: 0, 1, 2, ..., 10, not 0, 1, 10, 2
     values = [float(v) for v in rows["mean"]]
     if not np.isfinite(values).all():
         raise InputError(f"the {measure!r} means hold NaN or inf; remeasure or choose another metric", path=path)

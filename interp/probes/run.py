@@ -129,6 +129,21 @@ def _check_vocab(ids: list[int], model: Any, tokenizer: Any) -> None:
                          "trained with", field="tokenizer")
 
 
+def _refuse_nonfinite(df: pd.DataFrame, label: str) -> None:
+    """InputError when a metric has no finite value at some layer (every token NaN or inf): the model computes
+    nothing finite there, which a table of NaN means would hide behind status ok. Names the first such layer."""
+    if "n_nonfinite" not in df.columns:
+        return
+    dead = df[df["mean"].isna() & (df["n_nonfinite"] > 0)]
+    if dead.empty:
+        return
+    first = dead.sort_values("layer").iloc[0]
+    raise InputError(f"model {label}: every value of {first['metric']} at layer {int(first['layer'])} is NaN or "
+                     f"inf ({int(first['n_nonfinite'])} tokens); its activations are not finite there",
+                     fix="the weights (or the dtype they run in) do not give finite numbers: check the checkpoint "
+                         "with torch.isfinite, or load it in float32")
+
+
 def probe(model: Any = "smollm2-135m", text: str | Path | None = None, *, config: ProbeConfig | None = None,
           trust_remote_code: bool = False, revision: str | None = None, progress: bool = False,
           **options: Any) -> pd.DataFrame:
@@ -234,6 +249,7 @@ def probe(model: Any = "smollm2-135m", text: str | Path | None = None, *, config
     df = to_frame(acc, model=label, checkpoint=checkpoint, seq_len=cfg.seq_len, prepend_bos=cfg.prepend_bos,
                   text_source=text_source, text_sha256=text_sha256(text_str), weights_sha256=weights,
                   **load_columns, tokenizer=tokenizer_label)
+    _refuse_nonfinite(df, label)
     if cfg.causal:  # the same model, tokens and positions: rows that join the correlational ones
         from interp.ablations.causal_table import add_causal_rows
 

@@ -1,0 +1,83 @@
+"""Issue #33, outputs group: tables read without checking and outputs checked too late. `taper derive` on a probe
+table whose layers are strings, have a gap or a negative (item 17); a checkpoint whose weights are all NaN (18);
+--out pointing at a folder, a read-only file or under a file (24, 27); RANK / WORLD_SIZE set wrong by hand (28).
+Each through the real CLI (tests/badinput.py): one line naming the file or flag, before any work."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from tests.badinput import Case, cases_of, check_case
+from tests.test_bad_inputs_models import BATCH, CACHE, PROBE, TABLE, _checkpoint
+
+DERIVE = ["taper", "derive", "--from", "t.parquet", "--measure", "rho_mlp", "--layers", "6", "--d-ff", "1024",
+          "--monotone", "--out", "w.json"]
+PROFILE = [0.9, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.85, 0.05, 0.15]   # 12 layers, not monotone as stored
+
+
+def _table(layers) -> callable:
+    def setup(tmp: Path) -> None:
+        pd.DataFrame({"model": "m", "metric": "rho_mlp", "layer": layers,
+                      "mean": PROFILE[:len(layers)]}).to_parquet(tmp / "t.parquet")
+    return setup
+
+
+def test_string_layers_sort_numerically(tmp_path):
+    """A parquet table whose layers are strings gives the widths of the same table with integer layers (numeric
+    order, not 0, 1, 10, 2): the old code sorted the strings."""
+    from interp.cli import main
+    from interp.taper import DeriveConfig, derive
+
+    _table([str(i) for i in range(12)])(tmp_path)
+    (tmp_path / "numeric").mkdir()
+    _table(list(range(12)))(tmp_path / "numeric")
+    assert main([a.replace("t.parquet", str(tmp_path / "t.parquet")).replace("w.json", str(tmp_path / "w.json"))
+                 for a in DERIVE]) == 0
+    want = derive(DeriveConfig(table=str(tmp_path / "numeric" / "t.parquet"), measure="rho_mlp", layers=6,
+                               d_ff=1024, monotone=True))
+    assert json.loads((tmp_path / "w.json").read_text())["widths"] == want["widths"]
+
+
+Case("outputs-taper-layer-gap", item="33.17", setup=_table([0, 1, 2, 4, 5, 6]), argv=DERIVE,
+     message=r"layer: the 'rho_mlp' rows have layers \[0, 1, 2, 4, 5, 6\], not 0 \.\. 5")
+Case("outputs-taper-negative-layer", item="33.17", setup=_table([-1, 0, 1, 2, 3, 4]), argv=DERIVE,
+     message=r"layer: the 'rho_mlp' rows have layers \[-1, 0, 1, 2, 3, 4\]")
+Case("outputs-taper-fractional-layer", item="33.17", setup=_table([0, 1, 2.5, 3, 4, 5]), argv=DERIVE,
+     message=r"layer '2.5' is not an integer layer index")
+
+
+
+def _nan_weights(tmp: Path) -> None:
+    """good1 with every weight NaN (a diverged run saved as it was)."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    path = _checkpoint(tmp) / "model.safetensors"
+    tensors = {k: torch.full_like(v, float("nan")) for k, v in load_file(path).items()}
+    save_file(tensors, path, metadata={"format": "pt"})
+
+
+def _nan_row_failed(tmp: Path) -> None:
+    df = pd.read_parquet(tmp / "w.parquet")
+    good = df[df["model"] == "good2"]
+    assert len(good) and good["mean"].notna().all()
+    failed = list((tmp / "w.parts").glob("failed-*.parquet"))
+    assert failed and "not finite" in pd.read_parquet(failed[0])["error"].iloc[0]
+
+
+NAN = r"model good1: every value of rho_mlp at layer 0 is NaN or inf .* not finite"
+Case("outputs-nan-weights-probe", item="33.18", setup=_nan_weights,
+     argv=["probe", "--model", "good1", *PROBE, "--out", "p.parquet"], message=NAN, may_change=CACHE)
+Case("outputs-nan-weights-batch-goes-on", item="33.18", rc=1, check=_nan_row_failed,
+     setup=lambda tmp: (_nan_weights(tmp), _checkpoint(tmp, "good2")),
+     argv=["batch", "good1", "good2", "--out", "w.parquet", *BATCH], message=NAN, may_change=(*TABLE, *CACHE))
+
+
+@pytest.mark.parametrize("case", cases_of("outputs-"), ids=lambda c: c.id)
+def test_case(case, tmp_path):
+    check_case(case, tmp_path)
