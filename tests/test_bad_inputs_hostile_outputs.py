@@ -51,7 +51,6 @@ Case("outputs-taper-fractional-layer", item="33.17", setup=_table([0, 1, 2.5, 3,
      message=r"layer '2.5' is not an integer layer index")
 
 
-
 def _nan_weights(tmp: Path) -> None:
     """good1 with every weight NaN (a diverged run saved as it was)."""
     import torch
@@ -76,6 +75,25 @@ Case("outputs-nan-weights-probe", item="33.18", setup=_nan_weights,
 Case("outputs-nan-weights-batch-goes-on", item="33.18", rc=1, check=_nan_row_failed,
      setup=lambda tmp: (_nan_weights(tmp), _checkpoint(tmp, "good2")),
      argv=["batch", "good1", "good2", "--out", "w.parquet", *BATCH], message=NAN, may_change=(*TABLE, *CACHE))
+
+
+def _outputs(tmp: Path) -> None:
+    """good1 and its text, a folder named like a table (d.parquet, d.json) and a file where a folder would go."""
+    _checkpoint(tmp)
+    (tmp / "d.parquet").mkdir()
+    (tmp / "d.json").mkdir()
+    (tmp / "afile").write_text("not a folder\n")
+    _table(list(range(6)))(tmp)
+
+
+EVAL = ["eval", "good1", "--tasks", "text_ppl", "--text", "text.txt"]
+for case_id, argv, message in (
+        ("eval-out-is-a-folder", [*EVAL, "--out", "d.parquet"], r"eval: --out d.parquet: .*is a folder, not a file"),
+        ("eval-out-under-a-file", [*EVAL, "--out", "afile/e.parquet"], r"eval: --out afile/e.parquet: .*afile is a"),
+        ("taper-out-is-a-folder", [*DERIVE[:-1], "d.json"], r"taper: --out d.json: .*is a folder, not a file"),
+        ("export-out-under-a-file", ["export", "good1", "--out", "afile/x"], r"export: --out afile/x: .*afile is a")):
+    Case(f"outputs-{case_id}", item="33.24" if case_id.startswith("eval-out-is") else "33.27", setup=_outputs,
+         argv=argv, message=message)
 
 
 @pytest.mark.parametrize("case", cases_of("outputs-"), ids=lambda c: c.id)

@@ -386,8 +386,9 @@ def safe_open(path: PathLike, mode: str = "w", *, encoding: str | None = "utf-8"
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode) or st.st_nlink > 1:
-            raise UnsafePath(f"{path}: the file to write is {'a hard link' if st.st_nlink > 1 else 'not a regular file'};"
-                             " interp does not write into it (remove it, or choose another output)")
+            kind = "a hard link" if st.st_nlink > 1 else "not a regular file"
+            raise UnsafePath(f"{path}: the file to write is {kind}; interp does not write into it (remove it, or "
+                             "choose another output)")
         os.set_blocking(fd, True)
     except BaseException:
         os.close(fd)

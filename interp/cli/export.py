@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from interp.cli import add_out_argument
+from interp.cli import add_out_argument, check_output_dir
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -29,6 +29,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from interp.hf.export import export_hf
 
+    check_output_dir(args.out, args.out_flag)   # a file there or on its path: before the checkpoint is read
     out = export_hf(args.run_dir, args.out, overwrite=args.overwrite)
     print(f"[export] wrote {out} (load with AutoModelForCausalLM.from_pretrained({str(out)!r}, "
           "trust_remote_code=True), or `interp probe --model` it)")

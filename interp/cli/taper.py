@@ -13,6 +13,7 @@ import argparse
 import sys
 
 from interp._util.config import add_arguments, dataclass_from_args
+from interp.cli import check_output_file
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -34,6 +35,8 @@ def run_derive(args: argparse.Namespace) -> int:
     cfg = dataclass_from_args(DeriveConfig, args)
     if not cfg.table:
         raise SystemExit("interp taper derive: --from TABLE is required (a probe table: .parquet or .csv)")
+    if cfg.out:
+        check_output_file(cfg.out, "--out")
     doc = derive(cfg)
     print(format_widths(doc))
     if doc.get("warning"):
