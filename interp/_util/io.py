@@ -479,7 +479,8 @@ def check_output(path: PathLike, flag: str, *, folder: bool) -> None:
             raise InputError(f"{path} is a file, not a folder", field=field, fix="choose another folder")
         if not folder and path.is_dir():
             raise InputError(f"{path} is a folder, not a file", field=field, fix="give a file name inside it")
-    existing = next(p for p in (path, *path.parents) if p.exists())  # "/" always exists
+    start = path if folder else path.parent
+    existing = next(p for p in (start, *start.parents) if p.exists())  # "/" always exists
     if not existing.is_dir():
         raise InputError(f"{existing} is a file, not a folder", field=field, fix="choose another path")
     if not os.access(existing, os.W_OK | os.X_OK):
