@@ -31,6 +31,7 @@ from typing import Any
 
 import pandas as pd
 
+from interp._util.children import raise_if_stopped
 from interp._util.io import atomic_write
 from interp._util.paths import REPO_ROOT
 from interp._util.provenance import provenance
@@ -137,10 +138,19 @@ def recompute_command(name: str) -> str:
     return f"interp figures --only {name} --recompute"
 
 
+REPO_PREFIX = "repo:"   # a Config default that lives in the repository: "repo:runs" = <repository>/runs
+
+
 def resolve_root(root: str | Path) -> Path:
-    """A run root from a Config: relative paths resolve against the repo root (not the working directory)."""
-    root = Path(root)
-    return root if root.is_absolute() else REPO_ROOT / root
+    """A run root or table path from a Config. "repo:PATH" (the analyses' own defaults: `make figures` finds its
+    runs wherever it is started) is under the repository; any other relative path is under the working
+    directory, as every command-line tool reads a path (`interp experiment groups --root R` from a scratch folder
+    writes there, never into the repository)."""
+    text = str(root)
+    if text.startswith(REPO_PREFIX):
+        return REPO_ROOT / text[len(REPO_PREFIX):]
+    path = Path(text).expanduser()
+    return path if path.is_absolute() else Path.cwd() / path
 
 
 def repo_relative(path: str | Path) -> str:
@@ -159,6 +169,7 @@ def write_table(df: pd.DataFrame, figures_dir: Path, filename: str, config: Any,
     are written before either replaces its old version (interp._util.io.atomic_write), so a killed
     `interp figures` leaves the previous table and sidecar, never a torn or mismatched pair.
     """
+    raise_if_stopped()   # a table from runs a SIGINT/SIGTERM interrupted is not a result: write nothing
     figures_dir = Path(figures_dir)
     path = figures_dir / filename
     meta = {

@@ -100,7 +100,7 @@ class Config:
     # None = CPU_BUDGETS[preset]["steps"], else the preset's
     steps: int | None = option(None, "training steps per run (default: the budget's)")
     mixers: tuple[str, ...] = option(MIXERS, "comma-separated token mixers to compare", metavar="MIXER[,MIXER]")
-    root: str = option("runs", ROOT_HELP)
+    root: str = option("repo:runs", ROOT_HELP)
     name: str | None = option(None, NAME_HELP, parse=path_component)  # default "architectures-<preset>[-full]"
     # subset of width-variant names ("uniform", "cosine-1.5-0.5")
     only: tuple[str, ...] = option((), ONLY_HELP, metavar="VARIANT[,VARIANT]")

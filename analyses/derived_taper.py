@@ -51,7 +51,7 @@ class Config:
     seeds: int = option(5, "train seeds 0..N-1 per variant (the issue asks for >= 5)")
     # 160 (not the preset's 250), as train_comparison: 20 runs must fit a session on 2 CPU cores
     steps: int | None = option(160, STEPS_HELP)
-    root: str = option("runs", ROOT_HELP)
+    root: str = option("repo:runs", ROOT_HELP)
     exponent: float = option(1.0, "widths follow importance ** exponent")
     monotone: bool = option(True, "force the derived profiles non-increasing (a taper)")
     measure_chars: int = option(400_000, "characters of training-split text the skip-MLP profile is measured on")

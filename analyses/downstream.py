@@ -44,8 +44,9 @@ ACCURACY_TASKS = ("lambada_openai", "piqa", "hellaswag", "winogrande", "arc_easy
 class Config:
     models: tuple[str, ...] = option(("smollm2-135m", "gemma3-270m"), "registry models (skipped if not installed)")
     # train_comparison's pair (make figures trains it); multi-seed experiments go through downstream_groups
-    runs: tuple[str, ...] = option(("runs/figures",),
-                                   "run roots of our checkpoints (skipped if absent); relative: to the repo root")
+    runs: tuple[str, ...] = option(("repo:runs/figures",),
+                                   "run roots of our checkpoints (skipped if absent); relative: to the working "
+                                   "directory")
     checkpoints: str = option("final", "which checkpoints of each run (interp eval --checkpoints): final = each "
                                        "run's last model")
     keep: bool = option(True, "keep the stored rows of models other than checkpoints that this recompute does not "
@@ -53,7 +54,8 @@ class Config:
                                "provenance columns say what made it. Checkpoint rows always come from `runs`")
     tasks: str = option("paper", "interp eval --tasks")
     limit: int = option(200, "documents per task (interp eval --limit)")
-    out: str = option("runs/eval/downstream.parquet", "the resumable interp eval table (relative: to the repo root)")
+    out: str = option("repo:runs/eval/downstream.parquet", "the resumable interp eval table (relative: to the working "
+                                                                  "directory)")
 
 
 def targets(cfg: Config) -> list[str]:

@@ -37,10 +37,10 @@ OUTPUTS = outputs(TABLE, RUNS_TABLE, FIGURE)
 
 @dataclass
 class Config(dg.Config):
-    runs: str = option("runs/architectures-tiny-full", "experiment root of the architecture comparison's runs "
-                                                       "(<mixer>/<width>/seed<k>; relative: to the repo root)")
-    out: str = option("runs/eval/downstream_architectures.parquet", "the resumable interp eval table (relative: to "
-                                                                    "the repo root)")
+    runs: str = option("repo:runs/architectures-tiny-full", "experiment root of the architecture comparison's "
+                       "runs (<mixer>/<width>/seed<k>; relative: to the working directory)")
+    out: str = option("repo:runs/eval/downstream_architectures.parquet", "the resumable interp eval table "
+                      "(relative: to the working directory)")
 
 
 def compute(cfg: Config, figures_dir: Path) -> None:

@@ -61,15 +61,15 @@ RUN_COLUMNS = ("variant", "label", "seed", "task", "metric", "value", "stderr", 
 
 @dataclass
 class Config:
-    runs: str = option("runs/groups-tiny", "experiment root whose finished runs are evaluated (relative: to the "
-                                           "repo root)")
+    runs: str = option("repo:runs/groups-tiny", "experiment root whose finished runs are evaluated (relative: to "
+                                                "the working directory)")
     baseline: str = option("uniform", "variant every other is paired with, seed by seed")
     tasks: str = option("paper", "interp eval --tasks")
     limit: int = option(200, "documents per task (interp eval --limit)")
     threads: int = option(0, "torch threads (0: torch's default)")
     device: str = device_option()
-    out: str = option("runs/eval/downstream_groups.parquet", "the resumable interp eval table (relative: to the "
-                                                             "repo root)")
+    out: str = option("repo:runs/eval/downstream_groups.parquet", "the resumable interp eval table (relative: to "
+                                                                  "the working directory)")
 
 
 def paper_metrics() -> set[tuple[str, str]]:
@@ -109,6 +109,19 @@ def baseline_of(variant: str, baseline: str) -> str:
     (an experiment of nested arms, e.g. architectures: each mixer's tapered model against its own uniform)."""
     arm, sep, _ = variant.rpartition(ARM_SEP)
     return f"{arm}{sep}{baseline}"
+
+
+def check_baseline(runs: pd.DataFrame, baseline: str) -> None:
+    """InputError before any evaluation when some arm has no `baseline` variant to pair with (every comparison
+    would be NaN), naming the variants there are."""
+    from interp._util.errors import InputError
+
+    variants = list(dict.fromkeys(runs["variant"]))
+    missing = [v for v in variants if baseline_of(v, baseline) not in variants]
+    if missing:
+        names = sorted({v.rpartition(ARM_SEP)[2] for v in variants})
+        raise InputError(f"no finished run of variant {baseline!r} to compare {missing[0]!r} with; the variants "
+                         f"are {names}", field="--baseline", fix="name one of them")
 
 
 def variant_order(variants: list[str], baseline: str) -> list[str]:
@@ -186,6 +199,7 @@ def compute(cfg: Config, figures_dir: Path, files: tuple[str, str] = (TABLE, RUN
     if runs.empty:
         raise FileNotFoundError(f"{root}: no finished run with weights to evaluate (train them first: "
                                 f"analyses/{name}.py's docstring gives the command and says why its --figures-dir)")
+    check_baseline(runs, cfg.baseline)
     result = run_eval(models=list(runs["run_dir"]), tasks=cfg.tasks, limit=cfg.limit, threads=cfg.threads,
                       device=cfg.device, out=str(resolve_root(cfg.out)))
     for model, task, error in result.failed:

@@ -87,7 +87,7 @@ class Config:
                                    "PROFILES; the issue's arms): does the wider-late penalty grow with training?")
     keep: bool = option(True, "keep the stored rows (figures/gain_vs_tokens_runs.csv, _curves.csv) of runs whose "
                               "directories are not under root, so a recompute of some runs keeps the others")
-    root: str = option("runs", ROOT_HELP)
+    root: str = option("repo:runs", ROOT_HELP)
 
 
 def experiment(cfg: Config, arch: str):

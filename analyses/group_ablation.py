@@ -65,7 +65,8 @@ PAPER_VAL_PPL = {"uniform": 16.28, "wider-early": 15.96, "wider-middle": 16.61, 
 PRESET_HELP = "micro | tiny | 440m | 760m | 1.3b (interp/training/presets.py)"
 SEEDS_HELP = "train seeds 0..N-1 per variant"
 STEPS_HELP = "training steps per run (default: the preset's)"
-ROOT_HELP = "run root; runs go to ROOT/NAME/<variant>/seed<k>/ (relative: to the repo root)"
+ROOT_HELP = ("run root; runs go to ROOT/NAME/<variant>/seed<k>/ (default: the repository's runs/; a relative "
+             "path: under the working directory)")
 NAME_HELP = "experiment directory under --root (default: <kind>-<preset>)"
 ONLY_HELP = "train only these variants (e.g. to split the runs over machines); see --dry-run for names"
 OVERRIDES_HELP = "TrainConfig fields shared by every run (--set FIELD=JSON)"
@@ -85,7 +86,7 @@ class Config:
     # fp32: a committed training study must not depend on the CPU kind (dtype="auto" is bf16 only where the CPU has
     # native bf16, and bf16 numbers differ between CPU kinds); bf16 on GPUs
     dtype: str = option("fp32", DTYPE_HELP, choices=DTYPES)
-    root: str = option("runs", ROOT_HELP)
+    root: str = option("repo:runs", ROOT_HELP)
     name: str | None = option(None, NAME_HELP, parse=path_component)  # default "groups-<preset>"
     only: tuple[str, ...] = option((), ONLY_HELP, metavar="VARIANT[,VARIANT]")
     jobs: int = option(1, JOBS_HELP)

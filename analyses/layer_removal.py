@@ -76,7 +76,8 @@ def measure(spec: str, cfg: Config, label: str) -> tuple[list[dict[str, Any]], l
 
 
 def compute(cfg: Config, figures_dir: Path) -> None:
-    models = [(name, name) for name in novelty_pretrained.installed_models(novelty_pretrained.Config(models=cfg.models))]
+    installed = novelty_pretrained.installed_models(novelty_pretrained.Config(models=cfg.models))
+    models = [(name, name) for name in installed]
     runs = novelty_tapered.finished_runs(novelty_tapered.Config(run_dirs=cfg.run_dirs))
     models += [(str(run), run.name) for run in runs]
     if not models:

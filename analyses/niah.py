@@ -36,7 +36,8 @@ class Config:
     lengths: tuple[int, ...] = option((1024, 2048, 4096), "context lengths in each model's tokens")
     samples: int = option(11, "samples per length (one per needle depth 0.0, 0.1, ..., 1.0)")
     gen_tokens: int = option(64, "tokens generated per question (a UUID needs ~35)")
-    out: str = option("runs/eval/niah.parquet", "the resumable interp eval table (relative: to the repo root)")
+    out: str = option("repo:runs/eval/niah.parquet", "the resumable interp eval table (relative: to the working "
+                                                          "directory)")
 
 
 def compute(cfg: Config, figures_dir: Path) -> None:

@@ -63,7 +63,7 @@ def _default_probe() -> ProbeConfig:
 
 @dataclass
 class Config:
-    root: str = option("runs", "run root: where the gain-vs-tokens runs are (it replaces gain.root) and where the "
+    root: str = option("repo:runs", "run root: where the gain-vs-tokens runs are (it replaces gain.root) and where the "
                        "probe's parts and held-out texts are kept, under ROOT/novelty-block-styles/")
     # the study whose runs are probed (gvt.experiment): uniform and the taper, the two its table compares
     gain: gvt.Config = field(default_factory=lambda: gvt.Config(arms=()))

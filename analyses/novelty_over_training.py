@@ -47,7 +47,7 @@ class Config:
     steps: int = 160                 # = train_comparison.Config.steps: the same runs
     ckpt_interval: int = 20          # a step checkpoint every 20 steps: 8 per run
     seed: int = 0
-    out_root: str = "runs/figures"   # = train_comparison's; relative paths resolve against the repo root
+    out_root: str = "repo:runs/figures"   # = train_comparison's (analyses.resolve_root)
     variants: tuple[tuple[str, float, float], ...] = (("uniform", 1.0, 1.0), ("cosine", 1.5, 0.5))
     eval_interval: int = 25
     log_interval: int = 5

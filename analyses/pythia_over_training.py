@@ -42,7 +42,7 @@ class Config:
     # Pythia's log-spaced early steps, then every 13,000 (interp.hf.hub.parse_revisions: a list, a range or all)
     revisions: str = "step0,step1,step8,step64,step512,step1000,step13000..step143000:13000"
     probe: ProbeConfig = field(default_factory=_default_probe)
-    root: str = "runs/figures/pythia"    # the resumable batch table (relative to the repository)
+    root: str = "repo:runs/figures/pythia"    # the resumable batch table (analyses.resolve_root)
 
 
 def compute(cfg: Config, figures_dir: Path) -> None:

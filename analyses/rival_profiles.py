@@ -72,7 +72,7 @@ class Config:
     steps: int | None = option(None, STEPS_HELP)  # None = the preset's (tiny: 250 = 512k tokens per run)
     # fp32: the numbers must not depend on the CPU kind (see the module docstring); bf16 on GPUs
     dtype: str = option("fp32", DTYPE_HELP, choices=DTYPES)
-    root: str = option("runs", ROOT_HELP)
+    root: str = option("repo:runs", ROOT_HELP)
     name: str | None = option(None, NAME_HELP, parse=path_component)  # default "rivals-<preset>"
     only: tuple[str, ...] = option((), ONLY_HELP, metavar="VARIANT[,VARIANT]")
     jobs: int = option(1, JOBS_HELP)

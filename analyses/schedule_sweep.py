@@ -81,7 +81,7 @@ class Config:
     seeds: int = option(3, "train seeds 0..N-1 per variant (issue 14 asks for >= 3)")
     steps: int | None = option(None, STEPS_HELP)  # None = the preset's steps (tiny: 250 = 512k tokens per run)
     dtype: str = option("fp32", DTYPE_HELP, choices=DTYPES)  # fp32: the same numbers on either CPU kind
-    root: str = option("runs", ROOT_HELP)
+    root: str = option("repo:runs", ROOT_HELP)
     name: str | None = option(None, NAME_HELP, parse=path_component)  # default "sweep-<preset>"
     only: tuple[str, ...] = option((), ONLY_HELP, metavar="VARIANT[,VARIANT]")
     jobs: int = option(1, JOBS_HELP)

@@ -37,7 +37,7 @@ class Config:
     # for both with evals and checkpoints quiet; 357 s beside another training job.
     steps: int = 160
     seed: int = 0
-    out_root: str = "runs/figures"  # relative paths resolve against the repo root
+    out_root: str = "repo:runs/figures"  # under the repository (analyses.resolve_root)
     # (schedule, start, end) per run; start/end are multiples of the preset's d_ff.
     variants: tuple[tuple[str, float, float], ...] = (("uniform", 1.0, 1.0), ("cosine", 1.5, 0.5))
     eval_interval: int = 25         # val points on the curve; each costs eval_batches forward passes

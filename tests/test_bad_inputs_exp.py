@@ -1,8 +1,9 @@
 """Bad inputs of the experiment commands (`interp sweep`, `interp ablate groups|architectures|pretrained`) and of
 the model's mixer options (issue #11 items 4, 6, 9, 11, 12): each case runs the real CLI (tests/badinput.py).
 
-Experiment cases pass an absolute --root and --figures-dir inside the scratch folder: a relative --root resolves
-against the repo root, and the default --figures-dir is the repo's figures/.
+Experiment cases pass an absolute --root and --figures-dir inside the scratch folder (a relative --root resolves
+against the working directory since issue #33 item 23; the default --root is the repository's runs/, and the
+default --figures-dir the repository's figures/).
 """
 
 from __future__ import annotations

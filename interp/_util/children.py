@@ -24,6 +24,26 @@ from collections.abc import Iterator
 PR_SET_PDEATHSIG = 1
 
 
+_STOP: list[int] = []   # the signals received by any handler of this process (StopFlag, stop_signals, ...)
+
+
+def request_stop(signum: int) -> None:
+    """Remember that SIGINT/SIGTERM arrived, also where a handler chose to finish its unit first (the Trainer
+    saving its step): later units check stop_requested() and do not start, later tables are not written."""
+    _STOP.append(int(signum))
+
+
+def stop_requested() -> int | None:
+    """The first stop signal this process received, or None."""
+    return _STOP[0] if _STOP else None
+
+
+def raise_if_stopped() -> None:
+    """Interrupted(signum) when a stop was requested: the check before starting a unit or writing a result."""
+    if _STOP:
+        raise Interrupted(_STOP[0])
+
+
 class Interrupted(KeyboardInterrupt):
     """SIGINT or SIGTERM: stop now; `signum` says which (the exit status is 128 + signum)."""
 
@@ -46,6 +66,7 @@ def stop_signals() -> Iterator[None]:
         return
 
     def interrupt(signum, frame) -> None:
+        request_stop(signum)
         raise Interrupted(signum)
 
     previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
@@ -81,4 +102,5 @@ def kill_children(procs, sig: int = signal.SIGTERM) -> None:
                 os.kill(pid, sig)
 
 
-__all__ = ["Interrupted", "die_with_parent", "exit_status", "kill_children", "stop_signals"]
+__all__ = ["Interrupted", "die_with_parent", "exit_status", "kill_children", "raise_if_stopped", "request_stop",
+           "stop_requested", "stop_signals"]

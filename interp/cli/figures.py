@@ -11,6 +11,8 @@ import time
 import traceback
 from pathlib import Path
 
+from interp._util.children import raise_if_stopped
+from interp._util.errors import USER_ERRORS, InputError, one_line
 from interp._util.paths import FIGURES_DIR
 from interp.cli import add_out_argument
 
@@ -109,10 +111,16 @@ def run(args: argparse.Namespace) -> int:
     figures_dir = Path(args.out)
     status: dict[str, str] = {}
     for name in names:
+        raise_if_stopped()   # SIGINT/SIGTERM during the last analysis: start no other (exit 130/143)
         t0 = time.perf_counter()
         try:
             status[name] = run_one(name, figures_dir, args.recompute,
                                    include_heavy=bool(args.all or args.only), config=config)
+        except USER_ERRORS as err:
+            if config is not None:   # --set: a value the analysis refuses is bad input, one line, exit 2
+                raise InputError(f"{name}: --set {' '.join(args.set)}: {one_line(err)}") from err
+            print(f"[figures] FAILED {name}: {type(err).__name__}: {err}", file=sys.stderr, flush=True)
+            status[name] = "FAILED"
         except Exception as err:  # noqa: BLE001 - one analysis failing must not stop the others
             traceback.print_exc()
             print(f"[figures] FAILED {name}: {type(err).__name__}: {err}", file=sys.stderr, flush=True)

@@ -12,6 +12,8 @@ import threading
 import numpy as np
 import torch
 
+from interp._util.children import request_stop
+
 
 class StopFlag:
     """SIGINT/SIGTERM set a flag; the loop finishes its step, saves, and exits. A second SIGINT aborts."""
@@ -21,6 +23,7 @@ class StopFlag:
         self._previous: dict[int, object] = {}
 
     def _handle(self, signum, frame) -> None:
+        request_stop(signum)   # what runs after this loop (an experiment's next run, a table) sees it too
         if self.signal is not None and signum == signal.SIGINT:
             raise KeyboardInterrupt
         self.signal = signal.Signals(signum).name

@@ -15,16 +15,18 @@ back as None. A child that dies without an outcome (killed, out of memory) is a 
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
 import os
 import signal
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection, wait
 from typing import TYPE_CHECKING
 
+from interp._util.children import die_with_parent, kill_children, request_stop
 from interp.training.config import TrainConfig
 from interp.training.runtime import StopFlag
 
@@ -51,6 +53,7 @@ def _child(cfg: TrainConfig, data: TokenData | None, conn: Connection) -> None:
     """One run in a spawned process: the Trainer, then its outcome down the pipe."""
     from interp.training.trainer import Trainer
 
+    die_with_parent()   # a kill -9 of the runner must not leave this run training on (issue #33 item 9)
     t0 = time.perf_counter()
     try:
         result = Trainer(cfg, data=data).run()
@@ -73,10 +76,21 @@ class _ParentStop(StopFlag):
         return self.signal is not None
 
     def _handle(self, signum, frame) -> None:
+        request_stop(signum)
         self.signal = signal.Signals(signum).name
         for proc in self.children:
             if proc.is_alive() and proc.pid is not None:
                 os.kill(proc.pid, signal.SIGTERM)
+
+
+@contextlib.contextmanager
+def _killing(children: list) -> Iterator[None]:
+    """On any way out of the block (an exception, a second Ctrl-C), SIGKILL the children still running: a run
+    must not go on training with no parent to record it. (A kill -9 of the parent: die_with_parent.)"""
+    try:
+        yield
+    finally:
+        kill_children(children, signal.SIGKILL)
 
 
 def train_in_processes(configs: Sequence[TrainConfig], jobs: int, data: TokenData | None = None,
@@ -93,7 +107,7 @@ def train_in_processes(configs: Sequence[TrainConfig], jobs: int, data: TokenDat
     outcomes: list[Outcome | None] = [None] * len(configs)
     running: dict[Connection, tuple[int, mp.process.BaseProcess, float]] = {}
     queue = list(enumerate(configs))
-    with _ParentStop() as stop:
+    with _ParentStop() as stop, _killing(stop.children):
         while running or (queue and not stop.stopped):
             while queue and len(running) < jobs and not stop.stopped:
                 i, cfg = queue.pop(0)
