@@ -117,11 +117,13 @@ def run(args: argparse.Namespace) -> int:
             status[name] = run_one(name, figures_dir, args.recompute,
                                    include_heavy=bool(args.all or args.only), config=config)
         except USER_ERRORS as err:
+            raise_if_stopped()   # an error because a stop signal cut the analysis short is the stop itself
             if config is not None:   # --set: a value the analysis refuses is bad input, one line, exit 2
                 raise InputError(f"{name}: --set {' '.join(args.set)}: {one_line(err)}") from err
             print(f"[figures] FAILED {name}: {type(err).__name__}: {err}", file=sys.stderr, flush=True)
             status[name] = "FAILED"
         except Exception as err:  # noqa: BLE001 - one analysis failing must not stop the others
+            raise_if_stopped()
             traceback.print_exc()
             print(f"[figures] FAILED {name}: {type(err).__name__}: {err}", file=sys.stderr, flush=True)
             status[name] = "FAILED"
