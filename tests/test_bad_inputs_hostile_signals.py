@@ -89,3 +89,25 @@ def _alive(pid: int) -> bool:
     except (FileNotFoundError, IndexError):
         return False
     return state != "Z"
+
+
+def test_a_run_locked_by_a_live_process_is_running_elsewhere_not_failed(tmp_path):
+    """Item 9/30: the run's lock held by another live process (an orphan of a killed runner, a second command):
+    the runner reports it as running elsewhere, writes no error.txt into it, and says what each status means."""
+    run = tmp_path / "R" / "sweep-micro" / "uniform" / "seed0"
+    run.mkdir(parents=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time\nfrom interp._util.io import exclusive_lock\n"
+         f"with exclusive_lock(r'{run / '.lock'}', 'run'):\n    print('held', flush=True)\n    time.sleep(600)\n"],
+        env=_env(tmp_path), stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        proc = subprocess.run([sys.executable, "-m", "interp.cli", "experiment", "sweep", "--preset", "micro",
+                               "--seeds", "1", "--steps", "1", "--only", "uniform", "--root", "R", "--out", "fig"],
+                              cwd=tmp_path, env=_env(tmp_path), capture_output=True, text=True, timeout=1800)
+    finally:
+        holder.kill()
+    text = proc.stdout + proc.stderr
+    assert proc.returncode == 1, text[-3000:]
+    assert "running elsewhere uniform seed0: another live process holds" in text, text[-3000:]
+    assert "FAILED" not in text and not (run / "error.txt").exists()

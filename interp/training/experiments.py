@@ -51,7 +51,7 @@ import pandas as pd
 
 from interp._util.config import check_path_component
 from interp._util.dist import Distributed
-from interp._util.io import exclusive_lock
+from interp._util.io import LockHeld, exclusive_lock, write_text_atomic
 from interp._util.paths import RESULT_FILE
 from interp.schedules import PROFILES, WidthSpec
 from interp.training.config import TrainConfig, fit_to_steps
@@ -68,6 +68,8 @@ from interp.training.results import (
     finished_dir,
     trained_on,
 )
+
+RUNNING_ELSEWHERE = "running elsewhere"   # another live process holds the run's lock: reported, never written to
 
 if TYPE_CHECKING:  # imported lazily at run time: the Trainer, the data and the workers load torch
     from interp.data import TokenData
@@ -327,7 +329,8 @@ class Report:
 
     @property
     def exit_code(self) -> int:
-        return 130 if self.interrupted else (1 if self.failed else 0)
+        elsewhere = any(r.status == RUNNING_ELSEWHERE for r in self.runs)
+        return 130 if self.interrupted else (1 if self.failed or elsewhere else 0)
 
     def table(self) -> pd.DataFrame:
         return pd.DataFrame([{"variant": r.variant, "seed": r.seed, "status": r.status,
@@ -340,8 +343,12 @@ class Report:
                  + ", ".join(f"{n} {s}" for s, n in counts.items())]
         lines += [f"  FAILED {r.variant} seed{r.seed}: {r.error} (traceback: {r.run_dir / ERROR_FILE})"
                   for r in self.failed]
+        lines += [f"  {RUNNING_ELSEWHERE} {r.variant} seed{r.seed}: another live process holds {r.run_dir}; "
+                  "not touched (rerun when it has finished)" for r in self.runs if r.status == RUNNING_ELSEWHERE]
         if self.interrupted:
-            lines.append("  interrupted: rerun the same command to resume")
+            lines.append("  interrupted (resumable): rerun the same command to resume from the saved steps")
+        if any(r.status == NOT_RUN for r in self.runs):
+            lines.append("  not run: never started (the experiment stopped first); a rerun trains them")
         return "\n".join(lines)
 
 
@@ -451,9 +458,14 @@ def _record(exp: Experiment, v: Variant, seed: int, run_dir: Path, outcome: Outc
             main: bool) -> RunStatus:
     """One trained (or failed) run's status; its error.txt written (a failure) or cleared (fixed now)."""
     if outcome.result is None:
+        if outcome.error and outcome.error.startswith(f"{LockHeld.__name__}:"):
+            # another live process holds the run's lock (a runner not yet dead, a second command): its folder
+            # is not ours to write an error into, and the run has not failed
+            say(f"[{exp.name}] {v.name} seed{seed}: {RUNNING_ELSEWHERE}: {outcome.error.partition(': ')[2]}")
+            return RunStatus(v.name, seed, run_dir, RUNNING_ELSEWHERE, outcome.seconds, outcome.error)
         if main:
             run_dir.mkdir(parents=True, exist_ok=True)
-            (run_dir / ERROR_FILE).write_text(outcome.traceback or outcome.error or "")
+            write_text_atomic(run_dir / ERROR_FILE, outcome.traceback or outcome.error or "")
         say(f"[{exp.name}] FAILED {v.name} seed{seed}: {outcome.error}")
         return RunStatus(v.name, seed, run_dir, FAILED, outcome.seconds, outcome.error)
     result = outcome.result
