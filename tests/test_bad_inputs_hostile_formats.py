@@ -119,6 +119,221 @@ Case("formats-pickle-payload-probe", item="33.16", setup=_pickled_payload, check
      message=r"pytorch_model.bin holds pickled objects .* interp never runs pickled code", may_change=CACHE)
 
 
+# ------------------------------------------------------------------ item 12: a float checkpoint stored as ints
+
+def _int_dtype(tmp: Path) -> None:
+    """Same bytes, same span, dtype I32 in place of F32: the header check passes, the weights are not floats."""
+    def change(h):
+        name = _first(h)
+        h[name]["dtype"] = "I32"
+        return h
+    _rewrite_header(_checkpoint(tmp) / "model.safetensors", change)
+
+
+Case("formats-safetensors-int-dtype-probe", item="33.12", setup=_int_dtype,
+     argv=["probe", "--model", OURS, *PROBE, "--out", "p.parquet"], message=r"stored as I32, not a float dtype",
+     may_change=CACHE)
+
+
+# ------------------------------------------------------------------ item 13: config.json train / data blocks
+
+def _config(**changes):
+    """good1 whose config.json has `changes` applied: key -> value, or "train.tokenizer" -> value."""
+    def setup(tmp: Path) -> None:
+        path = _checkpoint(tmp) / "config.json"
+        config = json.loads(path.read_text())
+        for key, value in changes.items():
+            block, _, field = key.partition("__")
+            if field:
+                config[block][field] = value
+            else:
+                config[block] = value
+        path.write_text(json.dumps(config))
+    return setup
+
+
+Case("formats-config-train-list-probe", item="33.13", setup=_config(train=["bpe"]),
+     argv=["probe", "--model", OURS, *PROBE, "--out", "p.parquet"],
+     message=r"good1/config\.json: train: is a list .*expected dict", may_change=CACHE)
+Case("formats-config-train-tokenizer-int-export", item="33.13", setup=_config(train__tokenizer=5),
+     argv=["export", OURS, "--out", "exported"], message=r"good1/config\.json: train\.tokenizer: is a int",
+     may_change=CACHE)
+Case("formats-config-train-vocab-str-probe", item="33.13", setup=_config(train__vocab_size="8192"),
+     argv=["probe", "--model", OURS, *PROBE, "--out", "p.parquet"],
+     message=r"config\.json: train\.vocab_size: is a str", may_change=CACHE)
+Case("formats-config-data-str-export", item="33.13", setup=_config(data="x"),
+     argv=["export", OURS, "--out", "exported"], message=r"good1/config\.json: data: is a str .*expected dict",
+     may_change=CACHE)
+Case("formats-config-data-tokenizer-path-list-probe", item="33.13", setup=_config(data={"tokenizer_path": [1]}),
+     argv=["probe", "--model", OURS, *PROBE, "--out", "p.parquet"],
+     message=r"config\.json: data\.tokenizer_path: is a list", may_change=CACHE)
+Case("formats-config-data-str-eval-goes-on", item="33.13",
+     setup=lambda tmp: (_config(data="x")(tmp), _checkpoint(tmp, "good2")), rc=1, check=_good2_evaluated,
+     argv=["eval", OURS, "good2", "--tasks", "text_ppl", "--text", "text.txt", "--out", "e.parquet"],
+     message=r"config\.json: data: is a str", may_change=("e.parquet", "e.parts", "e.parts/*", *CACHE))
+
+
+# ------------------------------------------------------------------ item 14: train_state.pt on --resume
+
+def _state(change):
+    """The stopped template run at runs/x whose train_state.pt is change(state) (weights_only-loadable)."""
+    from tests.test_bad_inputs_train import OUT, run_dir
+
+    def setup(tmp: Path) -> None:
+        import torch
+
+        run_dir("stopped")(tmp)
+        path = tmp / OUT / "train_state.pt"
+        state = torch.load(path, weights_only=True)
+        torch.save(change(state), path)
+    return setup
+
+
+def _without(key):
+    return lambda state: {k: v for k, v in state.items() if k != key}
+
+
+def _other_model(state):
+    from tests.factories import tiny_lm
+
+    return {**state, "model": tiny_lm().state_dict()}
+
+
+def _narrower_tensor(state):
+    name = next(n for n in state["model"] if n.endswith("mlp.up_proj.weight") or ".mlp." in n)
+    model = dict(state["model"])
+    model[name] = model[name][: model[name].shape[0] // 2].clone()
+    return {**state, "model": model}
+
+
+def _other_optimizer(state):
+    import torch
+
+    optimizer = state["optimizer"]
+    pid = next(iter(optimizer["state"]))
+    entry = dict(optimizer["state"][pid])
+    entry["exp_avg"] = torch.zeros(3, 3)
+    return {**state, "optimizer": {**optimizer, "state": {**optimizer["state"], pid: entry}}}
+
+
+def _train_cases() -> None:
+    from tests.test_bad_inputs_train import LOCK, MICRO
+
+    resume = [*MICRO, "--resume"]
+    may = (LOCK, "cache/*")
+    Case("formats-train-state-no-optimizer", item="33.14", setup=_state(_without("optimizer")), argv=resume,
+         message=r"runs/x/train_state\.pt: optimizer: train_state\.pt has no field 'optimizer'", may_change=may)
+    Case("formats-train-state-no-rng", item="33.14", setup=_state(_without("rng")), argv=resume,
+         message=r"runs/x/train_state\.pt: rng: train_state\.pt has no field 'rng'", may_change=may)
+    Case("formats-train-state-step-str", item="33.14", setup=_state(lambda s: {**s, "step": "2"}), argv=resume,
+         message=r"runs/x/train_state\.pt: step: is a str \('2'\), expected int", may_change=may)
+    Case("formats-train-state-other-model", item="33.14", setup=_state(_other_model), argv=resume,
+         message=r"train_state\.pt: model: its tensors do not match the model of this run", may_change=may)
+    Case("formats-train-state-narrower-tensor", item="33.14", setup=_state(_narrower_tensor), argv=resume,
+         message=r"train_state\.pt: model\..*: tensor .* but the model of this run has", may_change=may)
+    Case("formats-train-state-other-optimizer", item="33.14", setup=_state(_other_optimizer), argv=resume,
+         message=r"train_state\.pt: optimizer\.state\[.*\]\.exp_avg: has shape \(3, 3\)", may_change=may)
+    Case("formats-train-state-rng-python-str", item="33.14",
+         setup=_state(lambda s: {**s, "rng": {**s["rng"], "python": "abc"}}), argv=resume,
+         message=r"train_state\.pt: rng\.python: is a str", may_change=may)
+
+
+_train_cases()
+
+
+# ------------------------------------------------------------------ item 15: a GGUF whose tensor table lies
+
+GGUF_F32 = 0
+
+
+def write_gguf(path: Path, tensors: list[tuple[str, tuple[int, ...], int | None]], *,
+               metadata: dict[str, int | str] | None = None) -> Path:
+    """A small GGUF (version 3, F32 tensors, alignment 32) written by hand so its table can lie: tensors are
+    (name, ggml dims, data offset or None for the next aligned one); the data region holds each tensor's
+    values at the offset the table gives (or zeros where tables overlap)."""
+    metadata = {"general.architecture": "llama", "llama.block_count": 1, "llama.embedding_length": 8,
+                "llama.feed_forward_length": 16, "llama.attention.head_count": 2, "llama.vocab_size": 32,
+                **(metadata or {})}
+
+    def string(text: str) -> bytes:
+        raw = text.encode()
+        return struct.pack("<Q", len(raw)) + raw
+
+    head = b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(metadata))
+    for key, value in metadata.items():
+        head += string(key) + (struct.pack("<I", 8) + string(value) if isinstance(value, str)
+                               else struct.pack("<I", 4) + struct.pack("<I", value))
+    table, end, placed = b"", 0, []
+    for name, dims, offset in tensors:
+        nbytes = 4
+        for d in dims:
+            nbytes *= d
+        offset = -(-end // 32) * 32 if offset is None else offset
+        placed.append((offset, nbytes))
+        end = max(end, offset + nbytes)
+        table += string(name) + struct.pack("<I", len(dims)) + b"".join(struct.pack("<Q", d) for d in dims)
+        table += struct.pack("<IQ", GGUF_F32, offset)
+    header = head + table
+    header += b"\0" * (-len(header) % 32)
+    data = bytearray(end)
+    for i, (offset, nbytes) in enumerate(placed):
+        data[offset:offset + nbytes] = bytes([i + 1]) * nbytes
+    path.write_bytes(header + bytes(data))
+    return path
+
+
+def gguf_tensors(swap: bool = False) -> list[tuple[str, tuple[int, ...], int | None]]:
+    """A one-block llama: E=8, F=16, 2 heads, vocab 32 (ggml dims: (in, out))."""
+    up = (16, 8) if swap else (8, 16)
+    return [("token_embd.weight", (8, 32), None), ("output_norm.weight", (8,), None),
+            ("blk.0.attn_norm.weight", (8,), None), ("blk.0.attn_q.weight", (8, 8), None),
+            ("blk.0.attn_k.weight", (8, 8), None), ("blk.0.attn_v.weight", (8, 8), None),
+            ("blk.0.attn_output.weight", (8, 8), None), ("blk.0.ffn_norm.weight", (8,), None),
+            ("blk.0.ffn_gate.weight", (8, 16), None), ("blk.0.ffn_up.weight", up, None),
+            ("blk.0.ffn_down.weight", (16, 8), None)]
+
+
+def gguf_layout(tensors) -> dict[str, int]:
+    """The offset write_gguf gives each tensor when none is given (each aligned to 32 after the previous)."""
+    offsets, end = {}, 0
+    for name, dims, _ in tensors:
+        nbytes = 4
+        for d in dims:
+            nbytes *= d
+        offsets[name] = -(-end // 32) * 32
+        end = offsets[name] + nbytes
+    return offsets
+
+
+def _gguf(kind: str):
+    def setup(tmp: Path) -> None:
+        from tests.test_bad_inputs_models import _text
+
+        _text(tmp)
+        tensors = gguf_tensors(swap=kind == "swapped")
+        offsets = gguf_layout(tensors)
+        tensors = [(name, dims, offsets[name]) for name, dims, _ in tensors]
+        if kind == "overlap":  # attn_k read from attn_q's bytes: a different model, silently
+            tensors[4] = ("blk.0.attn_k.weight", (8, 8), offsets["blk.0.attn_q.weight"])
+        elif kind == "unaligned":
+            tensors[1] = ("output_norm.weight", (8,), offsets["output_norm.weight"] + 4)
+        elif kind == "extra-block":
+            tensors.append(("blk.7.ffn_norm.weight", (8,), None))
+        write_gguf(tmp / "m.gguf", tensors)
+    return setup
+
+
+GGUF_LIES = {"overlap": r"tensors 'blk\.0\.attn_[kq]\.weight' and 'blk\.0\.attn_[kq]\.weight' share bytes",
+             "swapped": r"tensor 'blk\.0\.ffn_up\.weight' has dims \[16, 8\] but the model config in the "
+                        r"metadata implies \[8, 16\]",
+             "unaligned": r"tensor 'output_norm\.weight' starts at data offset 1028, not a multiple",
+             "extra-block": r"tensor 'blk\.7\.ffn_norm\.weight' names a block the model does not have"}
+for lie, message in GGUF_LIES.items():
+    Case(f"formats-gguf-{lie}-probe", item="33.15", setup=_gguf(lie),
+         argv=["probe", "--model", "m.gguf", *PROBE, "--out", "p.parquet"],
+         message=r"interp probe: .*m\.gguf: corrupt GGUF tensor table: " + message, may_change=CACHE)
+
+
 @pytest.mark.parametrize("case", cases_of("formats-"), ids=lambda c: c.id)
 def test_case(case, tmp_path):
     check_case(case, tmp_path)

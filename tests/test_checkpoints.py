@@ -3,6 +3,7 @@
 import functools
 import json
 import os
+import re
 
 import pytest
 import torch
@@ -11,9 +12,11 @@ from interp._util.paths import CONFIG_FILE, TRAIN_STATE_FILE, WEIGHTS_FILE
 from interp.training import checkpoints
 from interp.training.checkpoints import (
     CheckpointError,
+    check_train_state,
     is_checkpoint_dir,
     load_checkpoint,
     load_train_state,
+    read_config,
     save_checkpoint,
     save_train_state,
     validate_checkpoint,
@@ -157,14 +160,99 @@ def test_truncated_weights_are_detected(saved, keep):
         load_checkpoint(saved)
 
 
+def _train_state(model=None, optimizer=None) -> dict:
+    """A train state as Trainer._save writes it (non-sharded)."""
+    from interp.training.runtime import rng_state
+
+    model = model if model is not None else make_model()
+    optimizer = optimizer if optimizer is not None else torch.optim.AdamW(model.parameters(), lr=1e-3)
+    return {"step": 7, "tokens": 1024, "elapsed_s": 1.5, "train_loss": 3.0, "rng": rng_state(),
+            "data_generator": torch.Generator().manual_seed(0).get_state(), "model": model.state_dict(),
+            "optimizer": optimizer.state_dict()}
+
+
 def test_train_state_round_trip(tmp_path):
-    state = {"step": 7, "tokens": 1024, "optimizer": {"lr": 1e-3, "exp_avg": torch.arange(5.0)},
-             "rng": {"torch": torch.get_rng_state(), "python": (3, tuple(range(5)), None)}}
+    state = _train_state()
     save_train_state(tmp_path, state)
     loaded = load_train_state(tmp_path)
-    assert loaded["step"] == 7 and loaded["rng"]["python"] == (3, tuple(range(5)), None)
-    assert torch.equal(loaded["optimizer"]["exp_avg"], torch.arange(5.0))
+    assert loaded["step"] == 7 and loaded["rng"]["python"] == state["rng"]["python"]
     assert torch.equal(loaded["rng"]["torch"], state["rng"]["torch"])
+    assert all(torch.equal(loaded["model"][k], v) for k, v in state["model"].items())
+
+
+@pytest.mark.parametrize("change, field", [
+    (lambda s: s.pop("optimizer"), "optimizer"),
+    (lambda s: s.update(step="7"), "step"),
+    (lambda s: s.update(tokens=-1), "tokens"),
+    (lambda s: s["rng"].update(python="x"), "rng.python"),
+    (lambda s: s["rng"]["numpy"].pop("keys"), "rng.numpy.keys"),
+    (lambda s: s.update(data_generator=torch.zeros(3)), "data_generator"),
+    (lambda s: s.update(sharded="../../elsewhere"), "sharded"),
+    (lambda s: s.update(model={"w": "not a tensor"}), "model"),
+])
+def test_train_state_fields_are_checked(tmp_path, change, field):
+    """A train_state.pt whose keys or types are not the trainer's: one CheckpointError naming the field."""
+    state = _train_state()
+    change(state)
+    save_train_state(tmp_path, state)
+    with pytest.raises(CheckpointError, match=rf"{TRAIN_STATE_FILE}: {re.escape(field)}: "):
+        load_train_state(tmp_path)
+
+
+def test_train_state_checked_against_the_model(tmp_path):
+    """Another model's tensors, or moments shaped for another model, name the tensor (before load_state_dict)."""
+    model = make_model()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    path = tmp_path / TRAIN_STATE_FILE
+    other = tiny_lm()  # the default tiny model: other widths
+    with pytest.raises(CheckpointError, match=r"model: its tensors do not match"):
+        check_train_state(_train_state(other), path, model, optimizer)
+    model(torch.randint(0, 64, (1, 8))).float().mean().backward()
+    optimizer.step()
+    state = _train_state(model, optimizer)
+    check_train_state(state, path, model, optimizer)  # the run's own state passes
+    pid = next(iter(state["optimizer"]["state"]))
+    state["optimizer"]["state"][pid]["exp_avg"] = torch.zeros(2, 2)
+    with pytest.raises(CheckpointError, match=rf"optimizer\.state\[{pid}\]\.exp_avg: has shape \(2, 2\)"):
+        check_train_state(state, path, model, optimizer)
+    state = _train_state(model, optimizer)
+    state["optimizer"]["param_groups"][0]["lr"] = "fast"
+    with pytest.raises(CheckpointError, match=r"optimizer\.param_groups\[0\]\.lr"):
+        check_train_state(state, path, model, optimizer)
+
+
+@pytest.mark.parametrize("change, field", [
+    (lambda c: c.update(train=["bpe"]), "train"),
+    (lambda c: c.update(data="x"), "data"),
+    (lambda c: c["train"].update(tokenizer=5), "train.tokenizer"),
+    (lambda c: c["train"].update(vocab_size="8192"), "train.vocab_size"),
+    (lambda c: c["train"].update(val_fraction=2.0), "train.val_fraction"),
+    (lambda c: c.update(data={"tokenizer_path": ["a"]}), "data.tokenizer_path"),
+    (lambda c: c.update(model=[1]), "model"),
+    (lambda c: c.update(step=-3), "step"),
+])
+def test_config_blocks_are_checked(tmp_path, change, field):
+    """config.json's model/train/data blocks of the wrong type: one CheckpointError naming the file and field."""
+    save_checkpoint(tmp_path, make_model(), {"train": {"tokenizer": "bpe", "vocab_size": 64}})
+    path = tmp_path / CONFIG_FILE
+    config = json.loads(path.read_text())
+    change(config)
+    path.write_text(json.dumps(config))
+    with pytest.raises(CheckpointError, match=rf"{CONFIG_FILE}: {re.escape(field)}: "):
+        read_config(tmp_path)
+
+
+def test_safetensors_header_refuses_gaps_and_trailing_bytes(tmp_path):
+    """The safetensors library refuses a gap between tensors or bytes after the last: so does our reader."""
+    from interp._util.io import complete_safetensors, safetensors_header
+
+    save_checkpoint(tmp_path, make_model(), {})
+    weights = tmp_path / WEIGHTS_FILE
+    assert complete_safetensors(weights)
+    weights.write_bytes(weights.read_bytes() + b"\0" * 8)
+    with pytest.raises(CheckpointError, match="bytes after the last tensor's data"):
+        safetensors_header(weights, CheckpointError)
+    assert not complete_safetensors(weights)
 
 
 def test_train_state_errors(tmp_path):

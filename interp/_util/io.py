@@ -232,7 +232,8 @@ def safetensors_header(path: Path, error: type[Exception] = ValueError) -> dict:
     or lying file gets one clear message (raised as `error`, naming the file and the tensor), never a Rust error
     or a traceback. Layout: u64 header length, JSON header {name: {dtype, shape, data_offsets}}, data. Checked:
     the header is an object; each entry has a known dtype, a shape of non-negative ints and two integer offsets
-    whose span is exactly shape x dtype bytes; entries lie inside the data and do not overlap."""
+    whose span is exactly shape x dtype bytes; the entries tile the data region in offset order (no overlap, no
+    gap, nothing after the last), as the safetensors library itself requires."""
     size = path.stat().st_size
     fix = "re-save the checkpoint or restore it from a copy"
     with open(path, "rb") as f:
@@ -243,25 +244,28 @@ def safetensors_header(path: Path, error: type[Exception] = ValueError) -> dict:
         if 8 + n_header > size:
             raise error(f"{path}: header claims {n_header} bytes but the file has {size} (truncated); {fix}")
         try:
-            header = json.loads(f.read(n_header))
+            header = json.loads(f.read(n_header).decode("utf-8"))  # the format's encoding (json.loads(bytes) guesses)
         except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as err:
             raise error(f"{path}: unreadable safetensors header ({err}); the file is corrupt") from err
     if not isinstance(header, dict):
         raise error(f"{path}: the safetensors header is a {type(header).__name__}, not an object; the file is "
                     f"corrupt ({fix})")
-    header.pop("__metadata__", None)
+    metadata = header.pop("__metadata__", None)
+    if metadata is not None and not (isinstance(metadata, dict)
+                                     and all(isinstance(v, str) for v in metadata.values())):
+        raise error(f"{path}: __metadata__ is not an object of strings; the file is corrupt ({fix})")
     spans = []
     for name, entry in header.items():
         where = f"{path}: tensor {name!r}"
         if not isinstance(entry, dict):
             raise error(f"{where}: its header entry is a {type(entry).__name__}, not an object; the file is corrupt")
         dtype, shape, offsets = entry.get("dtype"), entry.get("shape"), entry.get("data_offsets")
-        if dtype not in SAFETENSORS_DTYPES:
+        if not isinstance(dtype, str) or dtype not in SAFETENSORS_DTYPES:
             raise error(f"{where}: dtype {dtype!r} is not a safetensors dtype; the file is corrupt ({fix})")
-        if not isinstance(shape, list) or not all(type(d) is int and d >= 0 for d in shape):
+        if not isinstance(shape, list) or not all(type(d) is int and 0 <= d < 2 ** 63 for d in shape):
             raise error(f"{where}: shape {shape!r} is not a list of non-negative integers; the file is corrupt")
         if (not isinstance(offsets, list) or len(offsets) != 2 or not all(type(o) is int for o in offsets)
-                or not 0 <= offsets[0] <= offsets[1]):
+                or not 0 <= offsets[0] <= offsets[1] < 2 ** 63):
             raise error(f"{where}: data_offsets {offsets!r} are not two increasing integers; the file is corrupt")
         numel = 1
         for d in shape:
@@ -271,26 +275,31 @@ def safetensors_header(path: Path, error: type[Exception] = ValueError) -> dict:
                         f"needs {numel * SAFETENSORS_DTYPES[dtype]}; the header lies about the data ({fix})")
         spans.append((offsets[0], offsets[1], name))
     spans.sort()
-    for (_, end, first), (begin, _, second) in zip(spans, spans[1:]):
-        if begin < end:
-            raise error(f"{path}: tensors {first!r} and {second!r} overlap in the data; the file is corrupt ({fix})")
-    end = max((s[1] for s in spans), default=0)
-    if 8 + n_header + end > size:
-        raise error(f"{path}: tensor data ends at byte {8 + n_header + end} but the file has {size} (truncated); "
-                    f"{fix}")
+    data_size = size - 8 - n_header
+    position, previous = 0, None
+    for begin, end, name in spans:  # the format: tensors tile the data region, in offset order, without gaps
+        if begin < position:
+            raise error(f"{path}: tensors {previous!r} and {name!r} overlap in the data; the file is corrupt ({fix})")
+        if begin > position:
+            raise error(f"{path}: tensor {name!r} starts at data byte {begin}, leaving a gap after byte {position} "
+                        f"(the header lies about the data); the file is corrupt ({fix})")
+        position, previous = end, name
+    if 8 + n_header + position > size:
+        raise error(f"{path}: tensor data ends at byte {8 + n_header + position} but the file has {size} "
+                    f"(truncated); {fix}")
+    if position != data_size:
+        raise error(f"{path}: the file holds {data_size - position} bytes after the last tensor's data, which the "
+                    f"header does not describe; the file is corrupt ({fix})")
     return header
 
 
 def complete_safetensors(path: PathLike) -> bool:
-    """True when the header parses and the file is exactly as long as it says (catches truncation)."""
+    """True when the header parses, holds at least one tensor, and the file is exactly as long as it says (catches
+    truncation); never raises for a damaged file."""
     try:
-        header = safetensors_header(Path(path))
-    except (OSError, ValueError, KeyError, TypeError, IndexError, struct.error):
+        return bool(safetensors_header(Path(path)))
+    except (OSError, ValueError, struct.error):
         return False
-    with open(path, "rb") as f:
-        n = int.from_bytes(f.read(8), "little")
-    ends = [v["data_offsets"][1] for v in header.values()]
-    return bool(ends) and Path(path).stat().st_size == 8 + n + max(ends)
 
 
 def file_fingerprint(path: PathLike, head_bytes: int = FINGERPRINT_HEAD_BYTES) -> str:

@@ -71,7 +71,7 @@ def save(run_dir: PathLike, step: int, model: torch.nn.Module, optimizer: torch.
         base.mkdir(parents=True, exist_ok=True)
     dist.barrier()
     with _quiet(not dist.group):
-        dcp.save(_state(model, optimizer), checkpoint_id=tmp, no_dist=not dist.group)
+        dcp.save(_state(model, optimizer), checkpoint_id=tmp, no_dist=not dist.group)  # not-safe-open: private temp folder
     if dist.primary:
         fault_point(f"replace {SHARDED_DIR}/{name}")
         if final.exists():  # written by a session killed before its train_state.pt named it: not in use

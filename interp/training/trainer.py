@@ -41,7 +41,7 @@ from interp._util import cpu_kernels
 from interp._util.dist import Distributed
 from interp._util.errors import InputError
 from interp._util.io import (LockHeld, atomic_write, exclusive_lock, file_sha256, read_json, remove_stale_temps,
-                             write_json_atomic)
+                             safe_open, write_json_atomic)
 from interp._util.progress import progress
 from interp._util.paths import CONFIG_FILE, LOG_FILE, RESULT_FILE, TRAIN_STATE_FILE, WEIGHTS_FILE
 from interp._util.provenance import provenance
@@ -239,7 +239,8 @@ class Trainer:
                              path=self.out / CONFIG_FILE)
         if self.sharded:
             sharded.load(self.out, state, self.model, self.optimizer, self.dist)
-        else:
+        else:  # tensors and optimizer groups checked against this run's model first: one line, not a traceback
+            checkpoints.check_train_state(state, self.out / TRAIN_STATE_FILE, self.raw, self.optimizer)
             self.raw.load_state_dict(state["model"])
             self.optimizer.load_state_dict(state["optimizer"])
         self.generator.set_state(state["data_generator"])
@@ -464,7 +465,7 @@ class Trainer:
 
     def _log(self, record: dict) -> None:
         if self.dist.primary:
-            with open(self.out / LOG_FILE, "a") as f:
+            with safe_open(self.out / LOG_FILE, "a") as f:
                 f.write(json.dumps(record) + "\n")
 
     def _truncate_log(self, step: int) -> None:
