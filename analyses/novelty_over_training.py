@@ -20,8 +20,7 @@ from typing import Any
 
 import pandas as pd
 
-from analyses import outputs, read_table, train_comparison, write_table
-from interp._util.paths import REPO_ROOT
+from analyses import outputs, read_table, resolve_root, train_comparison, write_table
 from interp.probes.config import ProbeConfig
 
 NAME = "novelty_over_training"
@@ -56,8 +55,7 @@ class Config:
 
 
 def _root(cfg: Config) -> Path:
-    root = Path(cfg.out_root)
-    return root if root.is_absolute() else REPO_ROOT / root
+    return resolve_root(cfg.out_root)   # "repo:runs/figures": the repository's, wherever it runs from
 
 
 def _training_config(cfg: Config) -> train_comparison.Config:

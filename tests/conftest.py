@@ -39,6 +39,17 @@ KERNEL_VARIABLES = (cpu_kernels.MODE_VAR, *cpu_kernels.PORTABLE_ENV, "MKL_DEBUG_
 
 
 @pytest.fixture(autouse=True)
+def no_stop_recorded():
+    """Each test starts with no stop signal remembered (interp._util.children: one test's Ctrl-C or SIGTERM
+    handled by a Trainer would otherwise make every later table write in this process raise Interrupted)."""
+    from interp._util import children
+
+    children.clear_stop()
+    yield
+    children.clear_stop()
+
+
+@pytest.fixture(autouse=True)
 def kernel_variables_unchanged(request):
     """Fail a test that leaves a CPU-kernel variable (interp._util.cpu_kernels) other than it found it: the
     children that later tests spawn would pick other kernels than the pytest process and compute other bits

@@ -4,6 +4,7 @@ The contract under test: a branch of length S is bit-identical to the run `--ste
 run is bit-identical to one trained without branches, and kills/signals inside a branch lose nothing.
 """
 
+import dataclasses
 import math
 
 import pytest
@@ -145,3 +146,67 @@ def test_ranks_that_disagree_on_a_finished_branch_stop_with_the_fix(tmp_path, mo
     with pytest.raises(RuntimeError, match=r"1 of 2 ranks see the result of the cooldown branch to 6 steps.*"
                                            r"filesystem all nodes share"):
         Trainer._branch_done(rank, 6)
+
+
+# ------------------------------------------------------- issue #33 item 26: --cooldown-fraction without wsd
+# It does nothing unless --lr-schedule wsd; it was stored anyway, and a resume without it (or with another value)
+# was then refused as a changed config. Now it is dropped (one line on stderr) and ignored when runs are compared.
+
+def _stored_fraction(fraction: float):
+    """check: the run's config.json holds `fraction` as its cooldown_fraction."""
+    def check(tmp) -> None:
+        import json
+
+        from tests.test_bad_inputs_train import OUT
+        assert json.loads((tmp / OUT / "config.json").read_text())["train"]["cooldown_fraction"] == fraction
+    return check
+
+
+def _old_run_with_fraction(tmp) -> None:
+    """A stopped cosine run whose config.json stored cooldown_fraction 0.3 (as every run before the fix did)."""
+    import json
+
+    from tests.test_bad_inputs_train import OUT, run_dir
+    run_dir("stopped")(tmp)
+    path = tmp / OUT / "config.json"
+    doc = json.loads(path.read_text())
+    assert doc["train"]["lr_schedule"] == "cosine"
+    doc["train"]["cooldown_fraction"] = 0.3
+    path.write_text(json.dumps(doc))
+
+
+def _cases():
+    from tests.badinput import Case
+    from tests.test_bad_inputs_train import MICRO, OUT, corpus
+
+    Case("cooldown-fraction-without-wsd-is-not-stored", item="33.26", rc=0, setup=corpus,
+         argv=[*MICRO, "--cooldown-fraction", "0.3"], check=_stored_fraction(0.2),
+         message=r"^interp train: --cooldown-fraction 0\.3 ignored: only --lr-schedule wsd cools down \(this run's "
+                 r"schedule is cosine\), so the run stores the default, 0\.2$",
+         may_change=(OUT, "cache"))
+    Case("cooldown-fraction-stored-by-an-old-run-still-resumes", item="33.26", rc=0, setup=_old_run_with_fraction,
+         argv=[*MICRO, "--resume"], check=_stored_fraction(0.3), message=r"4/4", may_change=(OUT, "cache"))
+
+
+_cases()
+
+
+@pytest.mark.parametrize("case", [c for c in __import__("tests.badinput", fromlist=["CASES"]).CASES
+                                  if c.id.startswith("cooldown-")], ids=lambda c: c.id)
+def test_cooldown_fraction_case(case, tmp_path):
+    from tests.badinput import check_case
+
+    check_case(case, tmp_path)
+
+
+def test_cooldown_fraction_is_compared_only_where_it_takes_effect():
+    from interp.training.config import config_diff, fit_to_steps
+
+    cosine = TrainConfig.from_preset("micro", cooldown_fraction=0.5)
+    fitted, notes = fit_to_steps(cosine)
+    assert fitted.cooldown_fraction == 0.2 and len(notes) == 1 and "--cooldown-fraction 0.5 ignored" in notes[0]
+    assert not config_diff(cosine.to_dict(), TrainConfig.from_preset("micro"))   # an old run: still resumes
+    wsd = TrainConfig.from_preset("micro", lr_schedule="wsd", cooldown_fraction=0.5, warmup_steps=1)
+    assert fit_to_steps(wsd)[0].cooldown_fraction == 0.5                       # takes effect: kept, compared
+    assert config_diff(wsd.to_dict(), dataclasses.replace(wsd, cooldown_fraction=0.3)) == [
+        "cooldown_fraction: 0.5 -> 0.3"]

@@ -228,6 +228,66 @@ def test_interrupt_stops_the_experiment_and_resume_continues(corpus, tmp_path, m
     assert again.exit_code == 0 and json.loads((first / RESULT_FILE).read_text())["step"] == 4
 
 
+def test_a_stop_signal_raises_after_the_report_and_writes_no_table(corpus, tmp_path, monkeypatch):
+    """Issue #33 items 7 and 30: a SIGTERM that the Trainer turned into "interrupted" is the whole command's stop:
+    run_experiment prints its report (the run stated as interrupted and resumable) and raises Interrupted (exit
+    143), so the analysis that called it writes no table from the interrupted run."""
+    import signal
+
+    from interp._util import children
+
+    folder, data = corpus
+    monkeypatch.setattr(children, "_STOP", [])      # this process's stop record, restored after the test
+    exp = two_by_two(folder, tmp_path, steps=4)
+    original = Trainer.run
+
+    def sigterm_after_step_2(self):
+        children.request_stop(signal.SIGTERM)       # what the Trainer's StopFlag does on SIGTERM
+        return original(self, stop_at=2)
+
+    monkeypatch.setattr(Trainer, "run", sigterm_after_step_2)
+    said: list[str] = []
+    with pytest.raises(children.Interrupted) as stop:
+        run_experiment(exp, data=data, log=said.append)
+    assert stop.value.signum == signal.SIGTERM and children.exit_status(stop.value) == 143
+    summary = said[-1]
+    assert "1 interrupted" in summary and "3 not run" in summary, summary
+    assert "interrupted uniform seed0 (stop_at=2): resumable" in summary
+    assert json.loads((exp.run_dir(exp.variants[0], 0) / RESULT_FILE).read_text())["status"] == "interrupted"
+
+
+def test_abandoned_and_locked_runs_are_stated_as_what_they_are(corpus, tmp_path, monkeypatch):
+    """Items 9 and 30: a run folder whose lock a live process holds is "running elsewhere": neither trained nor
+    written to (no error.txt), not failed; a saved state with no result and no holder is "abandoned" (a killed
+    runner's), resumed and said so; a finished-then-torn one likewise."""
+    from interp._util.io import exclusive_lock
+    from interp._util.paths import TRAIN_STATE_FILE
+    from interp.training.results import RUN_LOCK, RUNNING_ELSEWHERE, lock_holder, run_state
+    from interp.training.trainer import LOCK_FILE
+
+    assert RUN_LOCK == LOCK_FILE
+    folder, data = corpus
+    exp = two_by_two(folder, tmp_path)
+    exp.seeds = [0]
+    assert run_experiment(exp, data=data, log=None).exit_code == 0
+    first, second = (exp.run_dir(v, 0) for v in exp.variants)
+    (first / RESULT_FILE).unlink()                  # killed after its last save: an abandoned run
+    assert lock_holder(first) is None and run_state(first).startswith("abandoned: train_state.pt but")
+    assert (first / TRAIN_STATE_FILE).is_file()
+    (second / RESULT_FILE).unlink()
+    said: list[str] = []
+    with exclusive_lock(second / RUN_LOCK, "test holder"):   # another process trains the second run
+        assert lock_holder(second) == str(__import__("os").getpid())
+        assert "running elsewhere" in describe(exp) and "to resume" in describe(exp)
+        report = run_experiment(exp, data=data, log=said.append)
+    assert [r.status for r in report.runs] == ["done", RUNNING_ELSEWHERE] and report.exit_code == 1
+    assert not (second / ERROR_FILE).exists() and not (second / RESULT_FILE).exists()
+    text = "\n".join(said)
+    assert "uniform seed0: training -> " in text and "(abandoned: train_state.pt but no finished result.json" in text
+    assert f"cosine-1.5-0.5 seed0: running elsewhere: pid {__import__('os').getpid()} holds" in text
+    assert "FAILED" not in text and "another live process holds" in report.summary()
+
+
 def test_changed_config_is_failed_not_reused_and_marked_stale(corpus, tmp_path):
     folder, data = corpus
     exp = two_by_two(folder, tmp_path)

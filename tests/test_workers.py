@@ -58,9 +58,12 @@ def test_a_failure_in_a_child_is_reported_with_its_traceback(corpus, tmp_path): 
     assert "Traceback" in text and "steps: 2 -> 3" in text
 
 
-def test_sigterm_to_the_parent_interrupts_the_children_who_save(corpus, tmp_path):  # noqa: F811
+def test_sigterm_to_the_parent_interrupts_the_children_who_save(corpus, tmp_path, monkeypatch):  # noqa: F811
     """Three long runs, two at a time: SIGTERM once both children log a step; both save and report
     'interrupted', the third never starts, and a rerun resumes from the saved step."""
+    from interp._util import children
+
+    monkeypatch.setattr(children, "_STOP", [])   # the SIGTERM is recorded process-wide: not past this test
     folder, data = corpus
     cfgs = [TrainConfig.from_preset("micro", **{**micro_overrides(folder), "steps": 100_000, "eval_interval": 10**6,
                                                  "ckpt_interval": 10**6}, seed=s, out_dir=str(tmp_path / f"r{s}"))

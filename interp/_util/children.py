@@ -33,6 +33,11 @@ def request_stop(signum: int) -> None:
     _STOP.append(int(signum))
 
 
+def clear_stop() -> None:
+    """Forget earlier stop signals: each command (and each notebook cell's command, each test) starts clean."""
+    _STOP.clear()
+
+
 def stop_requested() -> int | None:
     """The first stop signal this process received, or None."""
     return _STOP[0] if _STOP else None
@@ -61,6 +66,7 @@ def exit_status(err: BaseException) -> int:
 def stop_signals() -> Iterator[None]:
     """SIGINT and SIGTERM raise Interrupted(signum) in the main thread while the block runs (previous handlers
     restored after). Outside the main thread (a notebook's worker, a test thread) it changes nothing."""
+    clear_stop()
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -102,5 +108,5 @@ def kill_children(procs, sig: int = signal.SIGTERM) -> None:
                 os.kill(pid, sig)
 
 
-__all__ = ["Interrupted", "die_with_parent", "exit_status", "kill_children", "raise_if_stopped", "request_stop",
-           "stop_requested", "stop_signals"]
+__all__ = ["Interrupted", "clear_stop", "die_with_parent", "exit_status", "kill_children", "raise_if_stopped",
+           "request_stop", "stop_requested", "stop_signals"]

@@ -9,8 +9,10 @@ NAME is one of analyses.EXPERIMENTS; each is an analysis module whose Config's f
 trains and tabulates and whose render plots. Every training experiment also takes --dry-run (list the runs, train
 nothing), --set FIELD=JSON, --no-train (only rebuild the tables from the run directories) and --out (the folder of
 its tables and figure; default figures/); --seeds, --jobs and --root come from its Config. Rerunning a command
-skips finished runs and resumes interrupted ones; a failed run leaves its traceback in its run directory's
-error.txt and the others go on. Exit status: 0 all done, 1 a run failed, 130 interrupted (rerun to resume).
+skips finished runs and resumes interrupted (or abandoned: a killed runner's) ones; a failed run leaves its traceback
+in its run directory's error.txt and the others go on; a run whose folder another live process trains in is reported
+as running elsewhere and left alone. Exit status: 0 all done, 1 a run failed or runs elsewhere, 130 / 143
+interrupted by SIGINT / SIGTERM (the runs save their step, no table is written; rerun to resume).
 
 `interp sweep`, `interp ablate groups|rivals|architectures` and `interp eval-experiment` are aliases of these
 commands, kept for one release.
@@ -28,9 +30,10 @@ from typing import Any
 
 from interp._util.config import add_arguments, dataclass_from_args, parse_set_overrides
 from interp._util.paths import FIGURES_DIR
-from interp.cli import add_out_argument, check_output_dir
+from interp.cli import add_out_argument, check_output_dir, check_output_file
 
 EVAL = "eval"                  # the experiment that evaluates another's runs: it trains nothing
+EVAL_LEGACY = "eval-experiment"   # its older command, whose --out is the eval table
 RESULTS_DIR = Path("results")  # relative to the working directory: where analyses of a user's runs go by default
 RESULTS_TEXT = "./results/ of the working directory"
 SHARED = "options of every experiment"
@@ -298,7 +301,10 @@ def run_eval(args: argparse.Namespace, command: str = "interp experiment eval") 
     if args.dry_run:
         print(eval_plan(cfg, out))
         return 0
+    from analyses import resolve_root
+
     check_output_dir(out, args.out_flag)
+    check_output_file(resolve_root(cfg.out), "--out" if args.command == EVAL_LEGACY else "--eval-table")
     dg.compute(cfg, out)   # no run with weights there: FileNotFoundError, one line
     summary = read_table(out, dg.TABLE, dg.NAME)
     for r in summary.itertuples():

@@ -14,7 +14,7 @@ from pathlib import Path
 from interp._util.children import raise_if_stopped
 from interp._util.errors import USER_ERRORS, InputError, one_line
 from interp._util.paths import FIGURES_DIR
-from interp.cli import add_out_argument
+from interp.cli import add_out_argument, check_output_dir
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -56,6 +56,22 @@ def analysis_config(name: str, items: list[str]):
 
     module = analyses.get(name)
     return module.Config(**parse_set_overrides(items, f"{name}.Config", module.Config))
+
+
+def check_planned(name: str, config, items: list[str], figures_dir: Path) -> None:
+    """Before any work: the runs a training analysis plans with the --set `config` (interp.cli.experiment.planned),
+    each TrainConfig built and validated, so a value it refuses (seeds=0, archs=["gpt3"]) is one line naming the
+    analysis and the --set items (InputError, exit 2) instead of a failure after other work."""
+    import analyses
+    from interp.cli.experiment import EVAL, planned
+
+    if name not in {module for key, (module, _) in analyses.EXPERIMENTS.items() if key != EVAL}:
+        return
+    try:
+        for exp in planned(analyses.get(name), config, figures_dir):
+            exp.plan()
+    except USER_ERRORS as err:
+        raise InputError(f"{name}: --set {' '.join(items)}: {one_line(err)}") from err
 
 
 def run_one(name: str, figures_dir: Path, recompute: bool, include_heavy: bool = True, config=None) -> str:
@@ -109,6 +125,9 @@ def run(args: argparse.Namespace) -> int:
         return 0
 
     figures_dir = Path(args.out)
+    check_output_dir(figures_dir, args.out_flag)   # before any analysis runs
+    if config is not None:
+        check_planned(names[0], config, args.set, figures_dir)
     status: dict[str, str] = {}
     for name in names:
         raise_if_stopped()   # SIGINT/SIGTERM during the last analysis: start no other (exit 130/143)

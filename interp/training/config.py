@@ -42,6 +42,7 @@ SECTIONS = {
     "checkpointing": "saving and resuming",
     "output": "the run directory and what the run reports: evaluation, log.jsonl, progress",
 }
+COOLDOWN_FRACTION = 0.2   # the default (Hagele et al.); a run whose schedule is not wsd stores this one
 # Fields that change how a run is executed or reported, never its weights: they may differ on resume.
 RUNTIME_FIELDS = ("out_dir", "resume", "threads", "eval_interval", "ckpt_interval", "keep_step_checkpoints",
                   "log_interval", "peak_flops", "notes", "preset", "progress")
@@ -106,8 +107,9 @@ class TrainConfig:
                               "decay, lr held after the warm-up and a 1-sqrt cooldown to min_lr over the last "
                               "cooldown_fraction of the steps (Hagele et al. 2024)", choices=LR_SCHEDULES,
                               section="schedule")
-    cooldown_fraction: float = option(0.2, "wsd: fraction of a run's steps (and of each branch's) spent cooling "
-                                      "down", section="schedule")
+    cooldown_fraction: float = option(COOLDOWN_FRACTION, "wsd: fraction of a run's steps (and of each branch's) "
+                                      "spent cooling down (ignored by other schedules, and not stored)",
+                                      section="schedule")
     cooldowns: tuple[int, ...] = option((), "wsd: shorter lengths, in steps, each trained as a cooldown branched "
                                         "off this run's stable phase and evaluated (cooldowns/step_N/; "
                                         "interp.training.cooldown): one run gives every length", metavar="S1,S2",
@@ -310,6 +312,10 @@ def fit_to_steps(cfg: TrainConfig, given: Iterable[str] = ()) -> tuple[TrainConf
             and isinstance(frac, int | float) and not isinstance(frac, bool) and 0 < frac <= 1):
         return cfg, notes
     wsd = cfg.lr_schedule == "wsd"
+    if not wsd and frac != COOLDOWN_FRACTION:   # it does nothing without wsd: neither stored nor compared on resume
+        cfg = dataclasses.replace(cfg, cooldown_fraction=COOLDOWN_FRACTION)
+        notes.append(f"--cooldown-fraction {frac} ignored: only --lr-schedule wsd cools down (this run's schedule is "
+                     f"{cfg.lr_schedule}), so the run stores the default, {COOLDOWN_FRACTION}")
     too_long = [n for n in cfg.cooldowns if _is_int(n) and n >= steps] if wsd else []
     if too_long:
         kept = tuple(n for n in cfg.cooldowns if n not in too_long)
@@ -360,12 +366,20 @@ def config_diff(stored: dict, cfg: TrainConfig) -> list[str]:
     """Fields (other than RUNTIME_FIELDS) whose stored value differs from cfg: 'name: stored -> new'. A field
     the stored config lacks (written before the field existed) counts as its default, which is what that run
     did: adding an option keeps older run directories resumable."""
-    new = json.loads(json.dumps(cfg.to_dict()))  # tuples -> lists, as stored
+    new = _effective(json.loads(json.dumps(cfg.to_dict())))  # tuples -> lists, as stored
     # a field the stored config lacks was added later: that run was trained with its default (e.g. arch "llama")
     defaults = json.loads(json.dumps(TrainConfig().to_dict()))
-    stored = {**{k: v for k, v in defaults.items() if k not in stored}, **stored}
+    stored = _effective({**{k: v for k, v in defaults.items() if k not in stored}, **stored})
     keys = (set(stored) | set(new)) - set(RUNTIME_FIELDS)
     return [f"{k}: {stored.get(k)!r} -> {new.get(k)!r}" for k in sorted(keys) if stored.get(k) != new.get(k)]
+
+
+def _effective(d: dict) -> dict:
+    """A stored config as it trains: cooldown_fraction does nothing unless lr_schedule is wsd, so a run that stored
+    another one (before fit_to_steps dropped it) compares equal to one with the default, and resumes."""
+    if d.get("lr_schedule") != "wsd" and "cooldown_fraction" in d:
+        return {**d, "cooldown_fraction": COOLDOWN_FRACTION}
+    return d
 
 
 def parse_train_overrides(items: list[str], where: str) -> dict:

@@ -25,8 +25,13 @@ with the hardware it was trained on. Its weights are not there: anything that ne
 Runs go seed-major (every variant of seed 0, then seed 1, ...), so an experiment stopped half-way
 already holds complete paired comparisons. A run that raises writes its traceback to error.txt and
 the others go on (the token data is prepared outside that net: a missing or bad corpus would fail every
-run alike, so it stops the experiment with its own message); a SIGINT/SIGTERM (the Trainer saves and returns "interrupted") stops the whole
-experiment, because the user asked to stop.
+run alike, so it stops the experiment with its own message); a SIGINT/SIGTERM (the Trainer saves and returns
+"interrupted") stops the whole experiment, because the user asked to stop: run_experiment prints its report and
+raises Interrupted, so nothing after it (a table of the interrupted runs, the next experiment) runs.
+
+A run is stated as what it is, before it trains and in the report: failed (with its error; error.txt), interrupted
+(its state saved: resumable), abandoned (a saved state that no live process holds: its runner was killed;
+resumable), running elsewhere (another live process holds its lock, <run>/.lock: never written to, not failed).
 
 Under torchrun every rank runs the same loop and each run is a DDP run; only rank 0 writes files and
 prints. A run that raises on one rank only would leave the others waiting in a collective: the
@@ -39,6 +44,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import re
+import signal
 import sys
 import time
 import traceback
@@ -51,6 +57,7 @@ import pandas as pd
 
 from interp._util.config import check_path_component
 from interp._util.dist import Distributed
+from interp._util.children import Interrupted, stop_requested
 from interp._util.io import LockHeld, exclusive_lock, write_text_atomic
 from interp._util.paths import RESULT_FILE
 from interp.schedules import PROFILES, WidthSpec
@@ -62,14 +69,16 @@ from interp.training.results import (
     FAILED,
     INTERRUPTED,
     NOT_RUN,
+    RUN_LOCK,
+    RUNNING_ELSEWHERE,
     SEED_DIR,
     SKIPPED,
     _read,
     finished_dir,
+    lock_holder,
+    run_state,
     trained_on,
 )
-
-RUNNING_ELSEWHERE = "running elsewhere"   # another live process holds the run's lock: reported, never written to
 
 if TYPE_CHECKING:  # imported lazily at run time: the Trainer, the data and the workers load torch
     from interp.data import TokenData
@@ -293,9 +302,13 @@ def describe(exp: Experiment) -> str:
     for v, seed, cfg in configs:
         found = finished_dir(exp, v, seed, cfg)
         state = "to train" if found is None else ("done" if found == Path(cfg.out_dir) else "recorded")
+        before = run_state(Path(cfg.out_dir)) if found is None else ""   # what an unfinished run's folder holds
+        if before:
+            state = (RUNNING_ELSEWHERE if before.startswith(RUNNING_ELSEWHERE) else
+                     "to retry" if before.startswith("failed") else "to resume")
         extra = "" if params is not None else f"  {param_counts(cfg.model_config(cfg.vocab_size))['total']:,} params"
         lines.append(f"  {v.name:<{width}} seed{seed}  {state:<8}  widths {cfg.width.widths(cfg.n_layers, cfg.d_ff)}"
-                     f"{extra}  {cfg.out_dir}")
+                     f"{extra}  {cfg.out_dir}" + (f"  [{before}]" if before else ""))
     return "\n".join(lines)
 
 
@@ -306,7 +319,7 @@ class RunStatus:
     variant: str
     seed: int
     run_dir: Path
-    status: str                 # done | skipped | failed | interrupted | not run
+    status: str                 # done | skipped | failed | interrupted | not run | running elsewhere
     seconds: float = 0.0
     error: str | None = None
 
@@ -329,8 +342,11 @@ class Report:
 
     @property
     def exit_code(self) -> int:
-        elsewhere = any(r.status == RUNNING_ELSEWHERE for r in self.runs)
-        return 130 if self.interrupted else (1 if self.failed or elsewhere else 0)
+        """128 + the signal that interrupted it (130 SIGINT, 143 SIGTERM), 1 a run failed or is running elsewhere,
+        else 0."""
+        if self.interrupted:
+            return 128 + (stop_requested() or signal.SIGINT)
+        return 1 if self.failed or any(r.status == RUNNING_ELSEWHERE for r in self.runs) else 0
 
     def table(self) -> pd.DataFrame:
         return pd.DataFrame([{"variant": r.variant, "seed": r.seed, "status": r.status,
@@ -343,8 +359,11 @@ class Report:
                  + ", ".join(f"{n} {s}" for s, n in counts.items())]
         lines += [f"  FAILED {r.variant} seed{r.seed}: {r.error} (traceback: {r.run_dir / ERROR_FILE})"
                   for r in self.failed]
-        lines += [f"  {RUNNING_ELSEWHERE} {r.variant} seed{r.seed}: another live process holds {r.run_dir}; "
-                  "not touched (rerun when it has finished)" for r in self.runs if r.status == RUNNING_ELSEWHERE]
+        lines += [f"  {RUNNING_ELSEWHERE} {r.variant} seed{r.seed}: another live process holds {r.run_dir} "
+                  f"({r.error}); not touched (rerun when it has finished)"
+                  for r in self.runs if r.status == RUNNING_ELSEWHERE]
+        lines += [f"  interrupted {r.variant} seed{r.seed} ({r.error}): resumable, its state is saved in {r.run_dir}"
+                  for r in self.runs if r.status == INTERRUPTED]
         if self.interrupted:
             lines.append("  interrupted (resumable): rerun the same command to resume from the saved steps")
         if any(r.status == NOT_RUN for r in self.runs):
@@ -378,7 +397,8 @@ def run_experiment(exp: Experiment, data: TokenData | None = None, log: Callable
     cores // jobs threads unless the run sets `threads`), same results as one after another. Not under torchrun.
 
     `data` (an interp.data.TokenData) is passed to every Trainer when given (tests, notebooks);
-    otherwise it is prepared once from the runs' config. The experiment directory is locked while it runs
+    otherwise it is prepared once from the runs' config. A SIGINT/SIGTERM: the report is printed, then Interrupted
+    is raised (interp.cli.main: exit 130 / 143). The experiment directory is locked while it runs
     (interp._util.io.exclusive_lock): a second runner of the same experiment fails at once with LockHeld
     naming the first one's pid, instead of training the same runs into the same directories.
     """
@@ -398,8 +418,13 @@ def run_experiment(exp: Experiment, data: TokenData | None = None, log: Callable
             else contextlib.nullcontext())
     with lock:
         if jobs > 1:
-            return _train_runs_at_once(exp, configs, params, data, say, jobs)
-        return _train_runs(exp, configs, params, _DataCache(data), say, main)
+            report = _train_runs_at_once(exp, configs, params, data, say, jobs)
+        else:
+            report = _train_runs(exp, configs, params, _DataCache(data), say, main)
+    if stop_requested() is not None:   # SIGINT/SIGTERM: the runs saved; stop the caller too (no table, no next step)
+        say(report.summary())
+        raise Interrupted(stop_requested())
+    return report
 
 
 def _train_runs(exp: Experiment, configs: list[tuple[Variant, int, TrainConfig]], params: int | None,
@@ -410,6 +435,7 @@ def _train_runs(exp: Experiment, configs: list[tuple[Variant, int, TrainConfig]]
 
     statuses: list[RunStatus] = []
     stop = False
+    single = Distributed.from_env(join=False).world_size == 1
     for i, (v, seed, cfg) in enumerate(configs, 1):
         run_dir = Path(cfg.out_dir)
         if stop:
@@ -420,7 +446,13 @@ def _train_runs(exp: Experiment, configs: list[tuple[Variant, int, TrainConfig]]
             statuses.append(RunStatus(v.name, seed, run_dir, SKIPPED))
             params = _params_of(found, params)
             continue
-        say(f"[{exp.name} {i}/{len(configs)}] {v.name} seed{seed}: training -> {run_dir}")
+        # under torchrun the ranks must agree on training it: there the Trainer's own lock check decides (LockHeld)
+        before = run_state(run_dir) if single else ""
+        if before.startswith(RUNNING_ELSEWHERE):
+            statuses.append(_elsewhere(exp, i, len(configs), v, seed, run_dir, before, say))
+            continue
+        say(f"[{exp.name} {i}/{len(configs)}] {v.name} seed{seed}: training -> {run_dir}"
+            + (f" ({before})" if before else ""))
         t0 = time.perf_counter()
         data = get_data(cfg)  # outside the try: a missing or bad corpus fails every run alike, so it stops here
         try:
@@ -454,15 +486,25 @@ def _params_of(run_dir: Path, params: int | None) -> int | None:
     return params if params is None else (_read(run_dir / RESULT_FILE) or {}).get("params", params)
 
 
+def _elsewhere(exp: Experiment, i: int, n: int, v: Variant, seed: int, run_dir: Path, state: str,
+               say: Callable[[str], None]) -> RunStatus:
+    """A run another live process trains (its lock is held): neither trained nor written to, nor failed."""
+    say(f"[{exp.name} {i}/{n}] {v.name} seed{seed}: {state}: not touched")
+    return RunStatus(v.name, seed, run_dir, RUNNING_ELSEWHERE, 0.0, state.partition(": ")[2])
+
+
 def _record(exp: Experiment, v: Variant, seed: int, run_dir: Path, outcome: Outcome, say: Callable[[str], None],
             main: bool) -> RunStatus:
     """One trained (or failed) run's status; its error.txt written (a failure) or cleared (fixed now)."""
     if outcome.result is None:
-        if outcome.error and outcome.error.startswith(f"{LockHeld.__name__}:"):
-            # another live process holds the run's lock (a runner not yet dead, a second command): its folder
-            # is not ours to write an error into, and the run has not failed
-            say(f"[{exp.name}] {v.name} seed{seed}: {RUNNING_ELSEWHERE}: {outcome.error.partition(': ')[2]}")
-            return RunStatus(v.name, seed, run_dir, RUNNING_ELSEWHERE, outcome.seconds, outcome.error)
+        holder = lock_holder(run_dir) if main else None
+        if holder is not None or (outcome.error or "").startswith(f"{LockHeld.__name__}:"):
+            # another live process holds the run's lock (an orphan of a killed runner, a second command): its
+            # folder is not ours to write an error into, and the run has not failed
+            why = (f"pid {holder} holds {run_dir / RUN_LOCK}" if holder is not None
+                   else (outcome.error or "").partition(": ")[2])
+            say(f"[{exp.name}] {v.name} seed{seed}: {RUNNING_ELSEWHERE}: {why}")
+            return RunStatus(v.name, seed, run_dir, RUNNING_ELSEWHERE, outcome.seconds, why)
         if main:
             run_dir.mkdir(parents=True, exist_ok=True)
             write_text_atomic(run_dir / ERROR_FILE, outcome.traceback or outcome.error or "")
@@ -483,9 +525,14 @@ def _train_runs_at_once(exp: Experiment, configs: list[tuple[Variant, int, Train
 
     statuses: dict[int, RunStatus] = {}
     todo: list[int] = []
+    before: dict[int, str] = {}   # what each unfinished run's folder holds, read before any child takes it
     for i, (v, seed, cfg) in enumerate(configs):
         if _skip_if_done(exp, i + 1, len(configs), v, seed, cfg, say, True) is not None:
             statuses[i] = RunStatus(v.name, seed, Path(cfg.out_dir), SKIPPED)
+            continue
+        before[i] = run_state(Path(cfg.out_dir))
+        if before[i].startswith(RUNNING_ELSEWHERE):
+            statuses[i] = _elsewhere(exp, i + 1, len(configs), v, seed, Path(cfg.out_dir), before[i], say)
         else:
             todo.append(i)
     if todo and data is None:  # once here, so a missing or bad corpus stops the experiment before any child
@@ -493,7 +540,8 @@ def _train_runs_at_once(exp: Experiment, configs: list[tuple[Variant, int, Train
 
     def start(k: int) -> None:
         v, seed, cfg = configs[todo[k]]
-        say(f"[{exp.name} {todo[k] + 1}/{len(configs)}] {v.name} seed{seed}: training -> {cfg.out_dir}")
+        say(f"[{exp.name} {todo[k] + 1}/{len(configs)}] {v.name} seed{seed}: training -> {cfg.out_dir}"
+            + (f" ({before[todo[k]]})" if before[todo[k]] else ""))
 
     def end(k: int, outcome: Outcome) -> None:
         v, seed, cfg = configs[todo[k]]

@@ -13,6 +13,8 @@ interp.stats.t_quantile inverts the t CDF itself; tests check it against a print
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -22,8 +24,13 @@ import pandas as pd
 
 from interp._util.errors import InputError
 from interp._util.io import atomic_write, read_json
-from interp._util.paths import CONFIG_FILE, RESULT_FILE
+from interp._util.paths import CONFIG_FILE, RESULT_FILE, TRAIN_STATE_FILE
 from interp.training.config import TrainConfig, config_diff
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not POSIX
+    fcntl = None
 
 if TYPE_CHECKING:
     from interp.training.experiments import Experiment, Variant
@@ -33,6 +40,8 @@ BASELINE = "uniform"
 SEED_DIR = re.compile(r"seed(\d+)")
 # Statuses of one run in a Report; collect() uses the first four plus "incomplete".
 DONE, SKIPPED, FAILED, INTERRUPTED, NOT_RUN = "done", "skipped", "failed", "interrupted", "not run"
+RUNNING_ELSEWHERE = "running elsewhere"   # another live process holds the run's lock: reported, never written to
+RUN_LOCK = ".lock"   # = interp.training.trainer.LOCK_FILE (not imported from there: the Trainer loads torch)
 # result.json fields the tables compute with
 RESULT_NUMBERS = ("step", "tokens", "params", "val_loss", "val_ppl", "train_loss", "elapsed_s", "tokens_per_s")
 
@@ -65,6 +74,52 @@ def is_done(run_dir: Path, cfg: TrainConfig) -> bool:
     result, config = _read(run_dir / RESULT_FILE), _read(run_dir / CONFIG_FILE)
     return bool(result and config and result.get("status") == DONE
                 and not config_diff(_object(config, "train", run_dir), cfg))
+
+
+def lock_holder(run_dir: Path) -> str | None:
+    """The pid (as its lock file says) of a live process training in `run_dir` (it holds RUN_LOCK), else None.
+    Takes no lock, creates and writes nothing: a runner asks this before it trains a run, or writes error.txt,
+    so it never writes into a folder some other process (an orphan of a killed runner, a second command) is
+    training in. The OS drops a lock when its holder dies, so a killed run's folder has no holder."""
+    if fcntl is None:  # pragma: no cover
+        return None
+    try:
+        fd = os.open(Path(run_dir) / RUN_LOCK, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            with contextlib.suppress(OSError):
+                return os.pread(fd, 64, 0).decode(errors="replace").strip() or "?"
+            return "?"
+        except OSError:
+            return None
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
+
+
+def run_state(run_dir: Path) -> str:
+    """What an unfinished run's directory holds, in the words the runner reports it with: "" (nothing yet),
+    "running elsewhere: pid N holds <run>/.lock", "interrupted at step N by SIGTERM; resumable", "abandoned: ...;
+    resumable" (a saved state that no live process holds: its runner was killed), "failed before: ..." (error.txt)."""
+    run_dir = Path(run_dir)
+    holder = lock_holder(run_dir)
+    if holder is not None:
+        return f"{RUNNING_ELSEWHERE}: pid {holder} holds {run_dir / RUN_LOCK}"
+    result = _read(run_dir / RESULT_FILE) or {}
+    if (run_dir / ERROR_FILE).is_file():
+        lines = [ln for ln in (run_dir / ERROR_FILE).read_text(errors="replace").splitlines() if ln.strip()]
+        return f"failed before: {lines[-1] if lines else 'see error.txt'}; retrying"
+    if result.get("status") == INTERRUPTED:
+        return f"{INTERRUPTED} at step {result.get('step')} by {result.get('reason')}; resumable, resuming"
+    if (run_dir / TRAIN_STATE_FILE).is_file():
+        return (f"abandoned: {TRAIN_STATE_FILE} but no finished {RESULT_FILE} and no live process holding it, so its "
+                "runner was killed; resumable, resuming")
+    return ""
 
 
 # ------------------------------------------------------------------------------------------- collect
