@@ -18,6 +18,7 @@ test-fast: setup
 
 figures: setup
 	$(VENV)/bin/interp figures --recompute
+	$(VENV)/bin/interp report
 
 bench: setup
 	$(PY) benchmarks/run_all.py --write

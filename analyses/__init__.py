@@ -49,6 +49,8 @@ ANALYSES: list[str] = [
     "architectures",
     "derived_taper",
     "novelty_vs_causal",
+    "layer_removal",
+    "importance_measures",
     "downstream",
     "downstream_groups",
     "downstream_architectures",
