@@ -96,6 +96,81 @@ for case_id, argv, message in (
          argv=argv, message=message)
 
 
+
+
+
+
+
+# ------------------------------------------------------------------------------------------ export (items 2, 5, 19)
+
+def _exported(tmp: Path) -> None:
+    """good1 exported once to exported/, then its tokenizer.json and modeling file replaced by symlinks to files
+    outside the folder (as a hostile earlier export, or a user, might leave them)."""
+    from interp.cli import main
+
+    _checkpoint(tmp)
+    assert main(["export", "good1", "--out", "exported"]) == 0
+    for name in ("tokenizer.json", "modeling_tapered_llama.py"):
+        outside = tmp / f"outside-{name}"
+        outside.write_text("a file outside the export\n")
+        (tmp / "exported" / name).unlink()
+        os.symlink(outside, tmp / "exported" / name)
+
+
+def _outside_untouched(tmp: Path) -> None:
+    for name in ("tokenizer.json", "modeling_tapered_llama.py"):
+        assert (tmp / f"outside-{name}").read_text() == "a file outside the export\n"
+        assert not (tmp / "exported" / name).is_symlink()   # the link itself was replaced by the new file
+
+
+def test_export_overwrite_never_writes_through_links(tmp_path):
+    """Item 2: --overwrite over a folder holding planted symlinks replaces the links, never their targets."""
+    from interp.cli import main
+    from tests.badinput import _in
+
+    with _in(tmp_path, {"INTERP_CACHE_DIR": str(tmp_path / "cache")}):
+        _exported(tmp_path)
+        assert main(["export", "good1", "--out", "exported", "--overwrite"]) == 0
+    _outside_untouched(tmp_path)
+
+
+def test_a_second_export_into_the_same_new_folder_is_refused(tmp_path):
+    """Item 5: while one export holds the folder, a second one into the same new folder fails at once, naming
+    the holder, and writes nothing (before, both succeeded and the second replaced the first)."""
+    import subprocess
+    import sys
+
+    from tests.badinput import REPO
+
+    _checkpoint(tmp_path)
+    env = {**os.environ, "PYTHONPATH": str(REPO), "INTERP_CACHE_DIR": str(tmp_path / "cache"), "HF_HUB_OFFLINE": "1"}
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import time\nfrom interp._util.io import exclusive_lock\n"
+         f"with exclusive_lock(r'{tmp_path / '.new.export.lock'}', 'x'):\n"
+         "    print('held', flush=True)\n    time.sleep(600)\n"], env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        second = subprocess.run([sys.executable, "-m", "interp.cli", "export", "good1", "--out", "new"],
+                                cwd=tmp_path, env=env, capture_output=True, text=True, timeout=1800)
+    finally:
+        holder.kill()
+    assert second.returncode == 2, second.stderr
+    assert second.stderr.strip().splitlines()[-1].startswith("interp export: export folder new is in use by another")
+    assert not (tmp_path / "new").exists()
+
+
+def _old_export_whole(tmp: Path) -> None:
+    """Nothing moved in: the planted links are still there (a half export would have replaced some)."""
+    assert all((tmp / "exported" / n).is_symlink() for n in ("tokenizer.json", "modeling_tapered_llama.py"))
+    assert not [p for p in (tmp / "exported").iterdir() if p.name.startswith(".export.")]
+
+
+Case("outputs-export-disk-full-leaves-the-old-export-whole", item="33.19", setup=_exported, subprocess=True,
+     fsize=64 << 10, argv=["export", "good1", "--out", "exported", "--overwrite"],
+     message=r"interp export: .*exported/the export: no room left to write it", check=_old_export_whole,
+     may_change=(*CACHE,))
+
+
 @pytest.mark.parametrize("case", cases_of("outputs-"), ids=lambda c: c.id)
 def test_case(case, tmp_path):
     check_case(case, tmp_path)

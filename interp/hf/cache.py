@@ -14,7 +14,7 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from interp._util.io import complete_safetensors
+from interp._util.io import complete_safetensors, raise_if_full, safe_open
 from interp._util.paths import CONFIG_FILE, WEIGHTS_FILE, cache_dir
 
 if TYPE_CHECKING:
@@ -50,9 +50,15 @@ def _save_cache(model: nn.Module, tokenizer: Any, path: Path, origin: dict[str, 
 
     tmp = path.parent / f".tmp-{path.name}-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
-    model.save_pretrained(tmp)
-    tokenizer.save_pretrained(tmp)
-    (tmp / ORIGIN_FILE).write_text(json.dumps({**origin, "packages": package_versions()}, indent=2))
+    try:
+        model.save_pretrained(tmp)  # not-safe-open: tmp is this process's fresh private folder (removed above)
+        tokenizer.save_pretrained(tmp)  # not-safe-open: the same private folder
+        with safe_open(tmp / ORIGIN_FILE, "w") as f:
+            f.write(json.dumps({**origin, "packages": package_versions()}, indent=2))
+    except BaseException as err:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise_if_full(err, path.parent, path.name)
+        raise
     if path.exists():
         if _valid_cache(path):  # another process won the race
             shutil.rmtree(tmp, ignore_errors=True)

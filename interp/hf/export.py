@@ -20,18 +20,23 @@ class computes, so exporting them would need modeling code beyond Llama's (refus
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from interp._util.errors import InputError
 from interp._util.io import (
+    TEMP_SUFFIX,
     PathLike,
-    atomic_write,
     exclusive_lock,
     json_sha256,
+    raise_if_full,
     read_json,
-    write_json_atomic,
+    remove_stale_temps,
+    safe_open,
 )
 from interp._util.paths import CONFIG_FILE, WEIGHTS_FILE
 from interp._util.provenance import provenance
@@ -202,9 +207,9 @@ def export_hf(run_dir: PathLike, out_dir: PathLike, *, overwrite: bool = False) 
     """Write the Hugging Face folder of checkpoint `run_dir` to `out_dir`; returns out_dir.
 
     Checks everything (checkpoint, mixer, tokenizer, output) before writing; out_dir must not exist or
-    be empty unless overwrite (then only the files this function writes are replaced)."""
-    from safetensors.torch import save_file
-
+    be empty unless overwrite (then only the files this function writes are replaced). The lock is taken before
+    the "new or empty" check, so of two exports into one new folder the second is refused, never silently
+    replacing the first."""
     from interp.hf.resolve import checkpoint_tokenizer
     from interp.training import checkpoints
 
@@ -223,21 +228,49 @@ def export_hf(run_dir: PathLike, out_dir: PathLike, *, overwrite: bool = False) 
         raise InputError(f"mixer {mixer!r} does not export: only {list(style.mixers)} blocks are exactly "
                          f"{style.family}'s (see interp.hf.export)",
                          path=run_dir / CONFIG_FILE, field="model.mixer")
-    _check_out_dir(run_dir, out_dir, overwrite)
     tokenizer = checkpoint_tokenizer(config, str(run_dir))  # before any write: a tokenizer we cannot rebuild fails
     model, _ = checkpoints.load_checkpoint(run_dir)
     source = {"exported_from": str(run_dir.resolve()), "checkpoint_config_sha256": json_sha256(config),
               "model": config.get("model"), "train": config.get("train"), **provenance()}
     hf_cfg = hf_config(model.cfg, eos_id=tokenizer.eos_id, source=source)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    with exclusive_lock(out_dir / ".export.lock", f"export folder {out_dir}"):
-        tensors = hf_state_dict(model)
-        atomic_write(out_dir, {WEIGHTS_FILE: lambda p: save_file(tensors, str(p), metadata={"format": "pt"})})
-        write_json_atomic(out_dir / CONFIG_FILE, hf_cfg.to_dict())
-        _save_tokenizer(tokenizer, out_dir)
-        shutil.copyfile(Path(__file__).with_name(f"{style.module}.py"), out_dir / style.modeling_file)
-    (out_dir / ".export.lock").unlink(missing_ok=True)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise InputError("is a file, not a folder", path=out_dir, fix="give --out a new folder")
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    lock = out_dir.parent / f".{out_dir.name}.export.lock"   # beside the folder, so it can be new or replaced
+    try:
+        with exclusive_lock(lock, f"export folder {out_dir}"):
+            remove_stale_temps(out_dir, ["export"])       # a killed export's staging folder, ours to remove now
+            _check_out_dir(run_dir, out_dir, overwrite)   # under the lock: a second export is refused, not merged
+            _write_export(out_dir, hf_state_dict(model), hf_cfg.to_dict(), tokenizer,
+                          Path(__file__).with_name(f"{style.module}.py"), style.modeling_file)
+    finally:
+        lock.unlink(missing_ok=True)
     return out_dir
+
+
+def _write_export(out_dir: Path, tensors: dict, hf_config_dict: dict, tokenizer, modeling: Path,
+                  modeling_name: str) -> None:
+    """Every file of the export written into a private temporary folder inside out_dir first (a full disk or a
+    kill leaves the previous export whole, never half of each), then each moved into place with os.replace,
+    which replaces an entry planted there (a symlink to a file outside, say) instead of writing through it."""
+    from safetensors.torch import save_file
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".export.", suffix=TEMP_SUFFIX, dir=out_dir))
+    try:
+        try:
+            save_file(tensors, str(staging / WEIGHTS_FILE), metadata={"format": "pt"})  # not-safe-open: fresh temp
+            with safe_open(staging / CONFIG_FILE, "w") as f:
+                f.write(json.dumps(hf_config_dict, indent=2) + "\n")
+            _save_tokenizer(tokenizer, staging)
+            shutil.copyfile(modeling, staging / modeling_name)  # not-safe-open: a fresh private temporary
+        except BaseException as err:
+            raise_if_full(err, out_dir, "the export")
+            raise
+        for file in sorted(staging.iterdir()):
+            os.replace(file, out_dir / file.name)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 def _save_tokenizer(tokenizer, out_dir: Path) -> None:
@@ -247,4 +280,4 @@ def _save_tokenizer(tokenizer, out_dir: Path) -> None:
     eos = tokenizer.backend.id_to_token(tokenizer.eos_id)
     fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer.backend, eos_token=eos, bos_token=eos)
     fast.model_max_length = 10**30
-    fast.save_pretrained(out_dir)
+    fast.save_pretrained(out_dir)  # not-safe-open: out_dir is export's fresh private staging folder
