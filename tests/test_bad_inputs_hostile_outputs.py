@@ -171,6 +171,15 @@ Case("outputs-export-disk-full-leaves-the-old-export-whole", item="33.19", setup
      may_change=(*CACHE,))
 
 
+
+BATCH_ONE = ["batch", "good1", "--out", "w.parquet", *BATCH]
+for case_id, env, message in (
+        ("rank-not-an-integer", {"RANK": "abc", "WORLD_SIZE": "2"}, r"environment variable RANK: RANK='abc' is not an"),
+        ("rank-past-the-world", {"RANK": "3", "WORLD_SIZE": "2"}, r"RANK=3 is not below WORLD_SIZE=2"),
+        ("world-size-zero", {"RANK": "0", "WORLD_SIZE": "0"}, r"WORLD_SIZE='0' is not an integer >= 1")):
+    Case(f"outputs-batch-{case_id}", item="33.28", setup=_checkpoint, env=env, argv=BATCH_ONE, message=message)
+
+
 @pytest.mark.parametrize("case", cases_of("outputs-"), ids=lambda c: c.id)
 def test_case(case, tmp_path):
     check_case(case, tmp_path)

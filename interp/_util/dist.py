@@ -15,16 +15,44 @@ import sys
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from interp._util.errors import InputError
+
 T = TypeVar("T")
 
 
+def _env_int(name: str, default: int, minimum: int) -> int:
+    """An integer torchrun variable, or one InputError naming it (set by hand to 'abc' or -1, say)."""
+    text = os.environ.get(name)
+    if text is None or text.strip() == "":
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        value = None
+    if value is None or value < minimum:
+        raise InputError(f"{name}={text!r} is not an integer >= {minimum}", field=f"environment variable {name}",
+                         fix=f"unset {name} (torchrun sets it) or give an integer >= {minimum}")
+    return value
+
+
+def check_env() -> tuple[int, int]:
+    """(RANK, WORLD_SIZE), checked together before any rank writes a lock or a part: integers, 0 <= RANK <
+    WORLD_SIZE, LOCAL_RANK an integer too."""
+    rank, world = _env_int("RANK", 0, 0), _env_int("WORLD_SIZE", 1, 1)
+    _env_int("LOCAL_RANK", 0, 0)
+    if rank >= world:
+        raise InputError(f"RANK={rank} is not below WORLD_SIZE={world}",
+                         field="environment variables RANK/WORLD_SIZE", fix="ranks count 0 .. WORLD_SIZE-1; unset both outside torchrun")
+    return rank, world
+
+
 def env_rank() -> int:
-    """RANK from the environment (torchrun sets it), 0 outside torchrun: cheap, no torch import."""
-    return int(os.environ.get("RANK", "0"))
+    """RANK from the environment (torchrun sets it), 0 outside torchrun: cheap, no torch import; checked."""
+    return check_env()[0]
 
 
 def env_world_size() -> int:
-    return int(os.environ.get("WORLD_SIZE", "1"))
+    return check_env()[1]
 
 
 def join_process_group(local_rank: int, cuda: bool) -> None:
@@ -58,7 +86,7 @@ class Distributed:
         """The torchrun environment. join: initialise the process group when WORLD_SIZE > 1 and none is
         live (gloo on CPU, nccl on GPU, with the local GPU selected)."""
         world = env_world_size()
-        local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+        local_rank = _env_int("LOCAL_RANK", 0, 0)
         local_world = int(os.environ.get("LOCAL_WORLD_SIZE", str(world)))
         if world == 1:  # no group to join; but one may be live (a 1-rank group: bench_gpu_scale's FSDP)
             tdist = sys.modules.get("torch.distributed")  # imported only if someone made a group: no torch import
