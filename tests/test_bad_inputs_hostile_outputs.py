@@ -180,6 +180,39 @@ for case_id, env, message in (
     Case(f"outputs-batch-{case_id}", item="33.28", setup=_checkpoint, env=env, argv=BATCH_ONE, message=message)
 
 
+
+def _evaluated(tmp: Path) -> None:
+    """good1 evaluated into w.parquet (its parts in w.parts/)."""
+    from interp.cli import main
+
+    _checkpoint(tmp)
+    assert main(["eval", "good1", "--tasks", "text_ppl", "--text", "text.txt", "--out", "w.parquet"]) == 0
+
+
+def _batched(tmp: Path) -> None:
+    from interp.cli import main
+
+    _checkpoint(tmp)
+    assert main(BATCH_ONE) == 0
+
+
+Case("outputs-batch-into-an-eval-table", item="33.4", setup=_evaluated, argv=BATCH_ONE, may_change=CACHE,
+     message=r"interp batch: .*w.parts holds the parts of an `interp eval` table, not of `interp probe batch`")
+Case("outputs-eval-into-a-batch-table", item="33.4", setup=_batched, may_change=CACHE,
+     argv=["eval", "good1", "--tasks", "text_ppl", "--text", "text.txt", "--out", "w.parquet"],
+     message=r"interp eval: .*w.parts holds the parts of an `interp probe batch` table, not of `interp eval`")
+
+
+def _old_eval_parts(tmp: Path) -> None:
+    """An eval parts folder from before the kind marker: recognised by its parts' columns."""
+    _evaluated(tmp)
+    (tmp / "w.parts" / ".kind").unlink()
+
+
+Case("outputs-batch-into-an-old-eval-table", item="33.4", setup=_old_eval_parts, argv=BATCH_ONE, may_change=CACHE,
+     message=r"w.parts holds the parts of an `interp eval` table")
+
+
 @pytest.mark.parametrize("case", cases_of("outputs-"), ids=lambda c: c.id)
 def test_case(case, tmp_path):
     check_case(case, tmp_path)

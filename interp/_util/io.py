@@ -472,6 +472,36 @@ def exclusive_lock(path: PathLike, what: str) -> Iterator[None]:
         os.close(fd)  # closing releases the lock
 
 
+PARTS_KIND_FILE = ".kind"   # in an OUT.parts folder: which command's rows its parts are ("eval", "probe batch")
+_KIND_COLUMNS = {"eval": "task", "probe batch": "layer"}   # how parts from before the marker tell their kind
+
+
+def claim_parts(parts: PathLike, kind: str, out: PathLike, *, mark: bool = True) -> None:
+    """Mark the resumable parts folder of `out` as holding `kind` rows, or refuse it (InputError) when another
+    command's table owns it: `interp eval --out X` and `interp batch --out X` both keep X.parts/, and a merge
+    takes every part there, so sharing it would replace one table by a mix of both. Call it under the command's
+    lock. A folder from before the marker is recognised by its parts' columns."""
+    parts = Path(parts)
+    marker = parts / PARTS_KIND_FILE
+    found = marker.read_text(encoding="utf-8").strip() if marker.is_file() else None
+    if found is None:
+        import pyarrow.parquet as pq
+
+        for part in sorted(parts.glob("*.parquet"))[:1]:
+            try:
+                names = set(pq.read_schema(part).names)
+            except (OSError, ValueError):
+                continue
+            found = next((k for k, column in _KIND_COLUMNS.items() if column in names and
+                          not any(c in names for o, c in _KIND_COLUMNS.items() if o != k)), None)
+    if found is not None and found != kind:
+        raise InputError(f"{parts} holds the parts of an `interp {found}` table, not of `interp {kind}`; both "
+                         "commands keep their resumable parts in OUT.parts/, and merging one into the other would "
+                         "mix two tables", field="--out", path=out, fix="give this command another --out")
+    if mark and not marker.is_file():
+        write_text_atomic(marker, kind + "\n")
+
+
 def check_output(path: PathLike, flag: str, *, folder: bool) -> None:
     """Refuse an output that cannot be written before any work: a file where a folder is wanted (or a folder
     where a file is), a link at the output, a path under a file, no write permission. Creates nothing.

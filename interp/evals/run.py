@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from interp._util.errors import USER_ERRORS, InputError, one_line
-from interp._util.io import exclusive_lock, json_sha256
+from interp._util.io import claim_parts, exclusive_lock, json_sha256
 from interp._util.paths import CONFIG_FILE
 from interp.evals import table
 from interp.evals.config import EvalConfig
@@ -202,8 +202,10 @@ class EvalRunner:
         os.environ.setdefault("DISABLE_MULTIPROC", "1")   # lm-eval's bootstrap: no process pool on shared cores
         targets = expand_targets(self.cfg.models, self.cfg.checkpoints, self.cfg.revision)
         result = EvalResult(out=self.out)
+        claim_parts(self.parts, "eval", self.out, mark=False)   # another command's parts: refused, nothing created
         self.parts.mkdir(parents=True, exist_ok=True)
         with exclusive_lock(self.parts / ".lock", f"the eval table {self.out}"):
+            claim_parts(self.parts, "eval", self.out)
             try:
                 for target in targets:
                     self._model(target, result)

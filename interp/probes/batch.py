@@ -54,7 +54,7 @@ from typing import TYPE_CHECKING, Any
 from interp._util.config import reject_unknown_keys
 from interp._util.dist import Distributed, env_rank, env_world_size, shard  # noqa: F401 (shard re-exported)
 from interp._util.errors import InputError, one_line
-from interp._util.io import atomic_write, exclusive_lock, json_sha256, text_sha256
+from interp._util.io import atomic_write, claim_parts, exclusive_lock, json_sha256, text_sha256
 from interp.probes.config import ProbeConfig
 from interp.probes.expand import (  # noqa: F401 (re-exported: the batch's public names)
     GGUF_SUFFIX,
@@ -342,7 +342,9 @@ def merge_only(out: str | Path, csv: bool = False) -> pd.DataFrame:
     check_outputs(out, csv)
     if not any(parts_dir(out).glob("*.parquet")):
         return merge_parts(out, csv)  # FileNotFoundError with the fix; nothing created
+    claim_parts(parts_dir(out), "probe batch", out, mark=False)
     with exclusive_lock(rank_lock(out, 0), f"batch output {out}"):
+        claim_parts(parts_dir(out), "probe batch", out)
         return merge_parts(out, csv)
 
 
@@ -465,7 +467,9 @@ class BatchRunner:
         settings = settings_hash(cfg.settings(text_sha256(text), _tokenizer_sha256(cfg.probe.tokenizer)))
         del text
         dist = _distributed(cfg)
+        claim_parts(parts_dir(self.out), "probe batch", self.out, mark=False)   # refused before any lock file
         with exclusive_lock(rank_lock(self.out, dist.rank), f"batch output {self.out}"):
+            claim_parts(parts_dir(self.out), "probe batch", self.out)
             return self._run(dist, targets, settings)
 
     def _run(self, dist: Distributed, targets: list[Target], settings: str) -> BatchResult:
