@@ -342,9 +342,8 @@ def merge_only(out: str | Path, csv: bool = False) -> pd.DataFrame:
     check_outputs(out, csv)
     if not any(parts_dir(out).glob("*.parquet")):
         return merge_parts(out, csv)  # FileNotFoundError with the fix; nothing created
-    claim_parts(parts_dir(out), "probe batch", out, mark=False)
+    claim_parts(parts_dir(out), "probe batch", out, mark=False)   # merging writes no part: no marker either
     with exclusive_lock(rank_lock(out, 0), f"batch output {out}"):
-        claim_parts(parts_dir(out), "probe batch", out)
         return merge_parts(out, csv)
 
 
