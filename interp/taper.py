@@ -73,7 +73,8 @@ def read_profile(table: PathLike, measure: str, model: str = "", where: str = ""
         df = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
     except (OSError, ValueError) as err:   # a truncated or foreign file
         raise InputError(f"cannot be read as a {path.suffix[1:]} table ({type(err).__name__}: {err})", path=path,
-                         field="--from", fix="give a table written by interp probe / batch / ablate pretrained") from None
+                         field="--from",
+                         fix="give a table written by interp probe / batch / ablate pretrained") from None
     missing = {"layer", "metric", "mean"} - set(df.columns)
     if missing:
         raise InputError(f"has no column(s) {sorted(missing)}; give a table written by interp probe / batch",
@@ -112,9 +113,16 @@ def read_profile(table: PathLike, measure: str, model: str = "", where: str = ""
                          "each once (a gap, a negative or a repeated layer)", path=path, field="layer",
                          fix="give the whole profile of one model, every layer once")
     rows = rows.assign(layer=layers).sort_values("layer")   # numeric order: 0, 1, 2, ..., 10, not 0, 1, 10, 2
-    values = [float(v) for v in rows["mean"]]
+    raw = rows["mean"]
+    means = raw if raw.dtype.kind in "iuf" else pd.to_numeric(raw, errors="coerce")
+    if raw.dtype.kind == "b" or means.dtype.kind not in "iuf" or (means.isna() & raw.notna()).any():
+        bad = raw[(means.isna() & raw.notna()) if means.dtype.kind in "iuf" else raw.notna()]
+        raise InputError(f"mean {str(bad.iloc[0]) if len(bad) else '?'!r} is not a number", path=path,
+                         field="mean", fix="give a table written by interp probe / batch")
+    values = [float(v) for v in means]
     if not np.isfinite(values).all():
-        raise InputError(f"the {measure!r} means hold NaN or inf; remeasure or choose another metric", path=path)
+        raise InputError(f"the {measure!r} means hold NaN or inf; remeasure or choose another metric", path=path,
+                         field="mean")
     info = {"table": str(path), "table_sha256": hashlib.sha256(path.read_bytes()).hexdigest(), "measure": measure,
             "model": model or (models[0] if models else ""), "where": where, "layers_measured": len(values)}
     for column in MEASURED_ON:   # what the profile was measured on (a hub text, a revision), where the table says

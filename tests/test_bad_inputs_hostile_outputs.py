@@ -1,6 +1,9 @@
 """Issue #33, outputs group: tables read without checking and outputs checked too late. `taper derive` on a probe
-table whose layers are strings, have a gap or a negative (item 17); a checkpoint whose weights are all NaN (18);
---out pointing at a folder, a read-only file or under a file (24, 27); RANK / WORLD_SIZE set wrong by hand (28).
+table whose layers are strings, have a gap or a negative, or whose means are not numbers (item 17); a checkpoint
+whose weights are all NaN (18); --out / --csv pointing at a folder, a link, a read-only file or under a file, and
+an OUT.parts that is a file or a link (24, 27); RANK / WORLD_SIZE / LOCAL_RANK set wrong by hand (28); export
+--overwrite over planted links, two exports into one new folder and a full disk during an export (2, 5, 19);
+eval and batch sharing one OUT.parts (4); the GGUF cache's temporary at a predictable name.
 Each through the real CLI (tests/badinput.py): one line naming the file or flag, before any work."""
 
 from __future__ import annotations
@@ -51,6 +54,15 @@ Case("outputs-taper-fractional-layer", item="33.17", setup=_table([0, 1, 2.5, 3,
      message=r"layer '2.5' is not an integer layer index")
 
 
+def _text_means(tmp: Path) -> None:
+    pd.DataFrame({"model": "m", "metric": "rho_mlp", "layer": range(6),
+                  "mean": ["0.9", "0.1", "n/a", "0.3", "0.4", "0.5"]}).to_parquet(tmp / "t.parquet")
+
+
+Case("outputs-taper-mean-not-a-number", item="33.17", setup=_text_means, argv=DERIVE,
+     message=r"taper: t.parquet: mean: mean 'n/a' is not a number")
+
+
 def _nan_weights(tmp: Path) -> None:
     """good1 with every weight NaN (a diverged run saved as it was)."""
     import torch
@@ -96,9 +108,35 @@ for case_id, argv, message in (
          argv=argv, message=message)
 
 
+def _parts_in_the_way(tmp: Path) -> None:
+    """good1, a file where e.parquet's parts folder goes, links where v.parts and link.parquet go (their targets
+    outside: a folder and a file that must stay as they are) and a folder where c.csv goes."""
+    _outputs(tmp)
+    (tmp / "e.parts").write_text("a file where the parts folder goes\n")
+    (tmp / "elsewhere").mkdir()
+    os.symlink(tmp / "elsewhere", tmp / "v.parts")
+    (tmp / "outside.parquet").write_text("a file outside\n")
+    os.symlink(tmp / "outside.parquet", tmp / "link.parquet")
+    (tmp / "c.csv").mkdir()
 
 
-
+PROBE_ONE = ["probe", "--model", "good1", *PROBE]
+for case_id, argv, message in (  # each found before any model loads: the old code wrote, or failed at the merge
+        ("eval-parts-is-a-file", [*EVAL, "--out", "e.parquet"], r"eval: --out e.parts: e.parts is a file, not a"),
+        ("eval-parts-is-a-link", [*EVAL, "--out", "v.parquet"], r"eval: --out v.parts: v.parts is a symbolic link"),
+        ("eval-csv-is-a-folder", [*EVAL, "--out", "c.parquet", "--csv"], r"eval: --csv c.csv: c.csv is a folder"),
+        ("batch-parts-is-a-link", ["batch", "good1", *BATCH, "--out", "v.parquet"],
+         r"batch: --out v.parts: v.parts is a symbolic link"),
+        ("batch-out-is-a-link", ["batch", "good1", *BATCH, "--out", "link.parquet"],
+         r"batch: --out link.parquet: link.parquet is a symbolic link"),
+        ("batch-out-is-a-folder", ["batch", "good1", *BATCH, "--out", "d.parquet"],
+         r"batch: d.parquet: --out: is a directory"),
+        ("probe-out-is-a-link", [*PROBE_ONE, "--out", "link.parquet"],
+         r"probe: --out link.parquet: link.parquet is a symbolic link"),
+        ("probe-out-under-a-file", [*PROBE_ONE, "--out", "afile/p.parquet"],
+         r"probe: afile/p.parquet: --out: cannot create its folder: afile is a file")):
+    Case(f"outputs-{case_id}", item="33.24" if case_id.endswith("is-a-folder") else "33.27",
+         setup=_parts_in_the_way, argv=argv, message=message)
 
 
 # ------------------------------------------------------------------------------------------ export (items 2, 5, 19)
@@ -157,6 +195,7 @@ def test_a_second_export_into_the_same_new_folder_is_refused(tmp_path):
     assert second.returncode == 2, second.stderr
     assert second.stderr.strip().splitlines()[-1].startswith("interp export: export folder new is in use by another")
     assert not (tmp_path / "new").exists()
+    assert (tmp_path / ".new.export.lock").is_file()   # the holder's lock is left to it (a third export is refused)
 
 
 def _old_export_whole(tmp: Path) -> None:
@@ -171,14 +210,22 @@ Case("outputs-export-disk-full-leaves-the-old-export-whole", item="33.19", setup
      may_change=(*CACHE,))
 
 
+def _no_new_folder(tmp: Path) -> None:
+    assert not (tmp / "new").exists() and not list(tmp.glob(".new.export.lock"))
+
+
+Case("outputs-export-disk-full-into-a-new-folder-leaves-none", item="33.19", setup=_checkpoint, subprocess=True,
+     fsize=64 << 10, argv=["export", "good1", "--out", "new"], message=r"interp export: .*new/the export: no room left",
+     check=_no_new_folder, may_change=(*CACHE,))
+
 
 BATCH_ONE = ["batch", "good1", "--out", "w.parquet", *BATCH]
 for case_id, env, message in (
         ("rank-not-an-integer", {"RANK": "abc", "WORLD_SIZE": "2"}, r"environment variable RANK: RANK='abc' is not an"),
         ("rank-past-the-world", {"RANK": "3", "WORLD_SIZE": "2"}, r"RANK=3 is not below WORLD_SIZE=2"),
-        ("world-size-zero", {"RANK": "0", "WORLD_SIZE": "0"}, r"WORLD_SIZE='0' is not an integer >= 1")):
+        ("world-size-zero", {"RANK": "0", "WORLD_SIZE": "0"}, r"WORLD_SIZE='0' is not an integer >= 1"),
+        ("local-rank-not-an-integer", {"LOCAL_RANK": "gpu0"}, r"environment variable LOCAL_RANK: LOCAL_RANK='gpu0'")):
     Case(f"outputs-batch-{case_id}", item="33.28", setup=_checkpoint, env=env, argv=BATCH_ONE, message=message)
-
 
 
 def _evaluated(tmp: Path) -> None:
@@ -216,3 +263,27 @@ Case("outputs-batch-into-an-old-eval-table", item="33.4", setup=_old_eval_parts,
 @pytest.mark.parametrize("case", cases_of("outputs-"), ids=lambda c: c.id)
 def test_case(case, tmp_path):
     check_case(case, tmp_path)
+
+
+def test_the_gguf_cache_never_saves_through_a_planted_link(tmp_path):
+    """The dequantized cache was saved into '.tmp-NAME-PID' beside it, a name anyone can predict: a link planted
+    there had save_pretrained write the model into the link's target. Now the temporary is a fresh mkdtemp."""
+    from interp.hf import cache as hf_cache
+    from tests.factories import tiny_hf, word_tokenizer
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    path = tmp_path / "cache" / "tiny-abc"
+    path.parent.mkdir()
+    os.symlink(elsewhere, path.parent / f".tmp-{path.name}-{os.getpid()}")
+    hf_cache._save_cache(tiny_hf("LlamaForCausalLM", d_mlp=48), word_tokenizer(), path,
+                         origin={"gguf": "x.gguf", "key": "tiny-abc"})
+    assert hf_cache._valid_cache(path) and not path.is_symlink()
+    assert not list(elsewhere.iterdir())
+    assert (path.stat().st_mode & 0o777) == 0o777 & ~_umask()
+
+
+def _umask() -> int:
+    mask = os.umask(0o22)
+    os.umask(mask)
+    return mask

@@ -40,9 +40,11 @@ def check_env() -> tuple[int, int]:
     WORLD_SIZE, LOCAL_RANK an integer too."""
     rank, world = _env_int("RANK", 0, 0), _env_int("WORLD_SIZE", 1, 1)
     _env_int("LOCAL_RANK", 0, 0)
+    _env_int("LOCAL_WORLD_SIZE", 1, 1)
     if rank >= world:
         raise InputError(f"RANK={rank} is not below WORLD_SIZE={world}",
-                         field="environment variables RANK/WORLD_SIZE", fix="ranks count 0 .. WORLD_SIZE-1; unset both outside torchrun")
+                         field="environment variables RANK/WORLD_SIZE",
+                         fix="ranks count 0 .. WORLD_SIZE-1; unset both outside torchrun")
     return rank, world
 
 
@@ -87,7 +89,7 @@ class Distributed:
         live (gloo on CPU, nccl on GPU, with the local GPU selected)."""
         world = env_world_size()
         local_rank = _env_int("LOCAL_RANK", 0, 0)
-        local_world = int(os.environ.get("LOCAL_WORLD_SIZE", str(world)))
+        local_world = _env_int("LOCAL_WORLD_SIZE", world, 1)
         if world == 1:  # no group to join; but one may be live (a 1-rank group: bench_gpu_scale's FSDP)
             tdist = sys.modules.get("torch.distributed")  # imported only if someone made a group: no torch import
             return cls(group=bool(tdist and tdist.is_available() and tdist.is_initialized()))

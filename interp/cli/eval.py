@@ -14,11 +14,9 @@ from __future__ import annotations
 
 import argparse
 import math
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from interp._util.config import add_arguments, dataclass_from_args
-from interp.cli import check_output_dir, check_output_file
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -73,11 +71,10 @@ def summary(df: pd.DataFrame) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from interp.evals.run import run_eval
+    from interp.evals.run import check_outputs, run_eval
 
     cfg = config_from_args(args)
-    check_output_file(cfg.out, "--out")                  # a folder there, or under a file: before any model loads
-    check_output_dir(Path(f"{cfg.out}.parts"), "--out")  # its resumable parts folder beside it
+    check_outputs(cfg.out, cfg.csv)   # the table, its parts folder and OUT.csv: before any model loads
     result = run_eval(cfg)
     print(f"[eval] {len(result.evaluated)} pair(s) evaluated, {len(result.skipped)} skipped (already in the "
           f"table), {len(result.failed)} failed")

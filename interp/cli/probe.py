@@ -110,11 +110,14 @@ def format_summary(df: pd.DataFrame, metrics: tuple[str, ...] = SUMMARY_METRICS)
 
 
 def run(args: argparse.Namespace) -> int:
+    from interp.cli import check_output_file
     from interp.probes.outputs import check_output
 
     out = check_output(args.out if args.out is not None else default_out(args.model, args.revision))  # before any work
+    check_output_file(out, "--out")   # a symbolic link there, a read-only file
     if args.csv and out.suffix != ".csv":
         check_output(out.with_suffix(".csv"), (".csv",), flag="--csv")
+        check_output_file(out.with_suffix(".csv"), "--csv")
     cfg = probe_config(args).validate()
     from interp.probes import probe, save_table
 

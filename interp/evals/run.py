@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from interp._util.errors import USER_ERRORS, InputError, one_line
-from interp._util.io import claim_parts, exclusive_lock, json_sha256
+from interp._util.io import check_output, claim_parts, exclusive_lock, json_sha256
 from interp._util.paths import CONFIG_FILE
 from interp.evals import table
 from interp.evals.config import EvalConfig
@@ -144,11 +144,22 @@ def _versions() -> str:
     return ";".join([versions_string(), *extra])
 
 
+def check_outputs(out: str | Path, csv: bool = False) -> None:
+    """InputError before any model loads when the table OUT, its parts folder OUT.parts/ or OUT.csv cannot be
+    written: a folder where the table goes (or a file where the parts folder goes), a symbolic link, a path under
+    a file, no write permission. Each names the flag (--out, --csv)."""
+    check_output(out, "--out", folder=False)
+    check_output(table.parts_dir(out), "--out", folder=True)
+    if csv:
+        check_output(Path(out).with_suffix(".csv"), "--csv", folder=False)
+
+
 class EvalRunner:
     """EvalRunner(cfg).run(): every missing model/task pair, one model in memory at a time, then merge."""
 
     def __init__(self, cfg: EvalConfig):
         cfg.validate()
+        check_outputs(cfg.out, cfg.csv)   # before the device, the tasks or any model
         from interp._util.devices import resolve_device
 
         self.cfg = cfg

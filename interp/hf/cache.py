@@ -11,10 +11,11 @@ import json
 import os
 import re
 import shutil
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from interp._util.io import complete_safetensors, raise_if_full, safe_open
+from interp._util.io import complete_safetensors, raise_if_full, remove_entry, safe_open
 from interp._util.paths import CONFIG_FILE, WEIGHTS_FILE, cache_dir
 
 if TYPE_CHECKING:
@@ -48,10 +49,15 @@ def _save_cache(model: nn.Module, tokenizer: Any, path: Path, origin: dict[str, 
     """save_pretrained into a temp dir beside `path`, then rename: a crash never leaves half a cache."""
     from interp._util.provenance import package_versions
 
-    tmp = path.parent / f".tmp-{path.name}-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # a fresh private folder (mkdtemp: a new name, created 0700 by us), never a predictable name that a planted
+    # link could already hold
+    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{path.name}-{os.getpid()}-", dir=path.parent))
+    umask = os.umask(0o22)
+    os.umask(umask)
+    os.chmod(tmp, 0o777 & ~umask)   # as a folder save_pretrained made itself (mkdtemp's is 0700)
     try:
-        model.save_pretrained(tmp)  # not-safe-open: tmp is this process's fresh private folder (removed above)
+        model.save_pretrained(tmp)  # not-safe-open: tmp is this process's fresh private folder (mkdtemp)
         tokenizer.save_pretrained(tmp)  # not-safe-open: the same private folder
         with safe_open(tmp / ORIGIN_FILE, "w") as f:
             f.write(json.dumps({**origin, "packages": package_versions()}, indent=2))
@@ -63,5 +69,8 @@ def _save_cache(model: nn.Module, tokenizer: Any, path: Path, origin: dict[str, 
         if _valid_cache(path):  # another process won the race
             shutil.rmtree(tmp, ignore_errors=True)
             return
-        shutil.rmtree(path)
+        if path.is_symlink() or not path.is_dir():
+            remove_entry(path)   # a link or a file where the cache folder goes: removed, never followed
+        else:
+            shutil.rmtree(path)
     os.replace(tmp, path)

@@ -20,6 +20,7 @@ class computes, so exporting them would need modeling code beyond Llama's (refus
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -30,11 +31,13 @@ from pathlib import Path
 from interp._util.errors import InputError
 from interp._util.io import (
     TEMP_SUFFIX,
+    LockHeld,
     PathLike,
     exclusive_lock,
     json_sha256,
     raise_if_full,
     read_json,
+    remove_entry,
     remove_stale_temps,
     safe_open,
 )
@@ -237,15 +240,29 @@ def export_hf(run_dir: PathLike, out_dir: PathLike, *, overwrite: bool = False) 
         raise InputError("is a file, not a folder", path=out_dir, fix="give --out a new folder")
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     lock = out_dir.parent / f".{out_dir.name}.export.lock"   # beside the folder, so it can be new or replaced
-    try:
-        with exclusive_lock(lock, f"export folder {out_dir}"):
+    what = f"export folder {out_dir}"
+    with exclusive_lock(lock, what):   # held by another export: LockHeld, and its lock file is left alone
+        _check_lock_is_ours(lock, what)
+        try:
             remove_stale_temps(out_dir, ["export"])       # a killed export's staging folder, ours to remove now
             _check_out_dir(run_dir, out_dir, overwrite)   # under the lock: a second export is refused, not merged
             _write_export(out_dir, hf_state_dict(model), hf_cfg.to_dict(), tokenizer,
                           Path(__file__).with_name(f"{style.module}.py"), style.modeling_file)
-    finally:
-        lock.unlink(missing_ok=True)
+        finally:
+            remove_entry(lock)   # while still holding it: only the holder ever removes the lock file
     return out_dir
+
+
+def _check_lock_is_ours(lock: Path, what: str) -> None:
+    """The lock file at `lock` is the one this process holds: another export that removed it just before we
+    locked our open copy (and a third that created a new one since) would otherwise both go on."""
+    try:
+        holder = lock.read_text(encoding="utf-8", errors="replace").strip()
+    except OSError:
+        holder = ""
+    if holder != str(os.getpid()):
+        raise LockHeld(f"{what} is in use by another process (pid {holder or '?'}, lock {lock}); wait for it to "
+                       "finish or stop it, or choose another output")
 
 
 def _write_export(out_dir: Path, tensors: dict, hf_config_dict: dict, tokenizer, modeling: Path,
@@ -255,8 +272,10 @@ def _write_export(out_dir: Path, tensors: dict, hf_config_dict: dict, tokenizer,
     which replaces an entry planted there (a symlink to a file outside, say) instead of writing through it."""
     from safetensors.torch import save_file
 
+    created = not out_dir.exists()
     out_dir.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".export.", suffix=TEMP_SUFFIX, dir=out_dir))
+    moved = False
     try:
         try:
             save_file(tensors, str(staging / WEIGHTS_FILE), metadata={"format": "pt"})  # not-safe-open: fresh temp
@@ -267,10 +286,14 @@ def _write_export(out_dir: Path, tensors: dict, hf_config_dict: dict, tokenizer,
         except BaseException as err:
             raise_if_full(err, out_dir, "the export")
             raise
+        moved = True
         for file in sorted(staging.iterdir()):
             os.replace(file, out_dir / file.name)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+        if created and not moved:   # a failed export into a new folder leaves no folder behind
+            with contextlib.suppress(OSError):
+                out_dir.rmdir()
 
 
 def _save_tokenizer(tokenizer, out_dir: Path) -> None:

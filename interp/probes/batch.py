@@ -52,9 +52,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from interp._util.config import reject_unknown_keys
-from interp._util.dist import Distributed, env_rank, env_world_size, shard  # noqa: F401 (shard re-exported)
+from interp._util.dist import Distributed, check_env, env_rank, env_world_size, shard  # noqa: F401 (shard re-exported)
 from interp._util.errors import InputError, one_line
 from interp._util.io import atomic_write, claim_parts, exclusive_lock, json_sha256, text_sha256
+from interp._util.io import check_output as check_output_path
 from interp.probes.config import ProbeConfig
 from interp.probes.expand import (  # noqa: F401 (re-exported: the batch's public names)
     GGUF_SUFFIX,
@@ -173,6 +174,12 @@ class BatchConfig:
             parse_checkpoints(self.checkpoints)
         except ValueError as err:
             raise ValueError(f"BatchConfig.{err}") from None
+        if self.rank is None or self.world_size is None:
+            check_env()   # RANK / WORLD_SIZE / LOCAL_RANK set wrong by hand: one line, before any path is read
+        rank = self.rank if self.rank is not None else env_rank()
+        world = self.world_size if self.world_size is not None else env_world_size()
+        if not 0 <= rank < world:
+            raise ValueError(f"BatchConfig.rank={rank}: must be in [0, world_size={world})")
         check_outputs(self.out, self.csv)
 
     def settings(self, text_sha256: str, tokenizer_sha256: str = "") -> dict[str, Any]:
@@ -289,8 +296,11 @@ def check_outputs(out: str | Path, csv: bool = False) -> None:
     if parts.exists() and not parts.is_dir():
         raise InputError(f"the parts folder {parts} is a file; move it away or choose another --out", path=out,
                          field="--out")
+    check_output_path(out, "--out", folder=False)     # a link there, a read-only file
+    check_output_path(parts, "--out", folder=True)    # the parts folder a link (its parts would land elsewhere)
     if csv:
         check_output(out.with_suffix(".csv"), (".csv",), flag="--csv")
+        check_output_path(out.with_suffix(".csv"), "--csv", folder=False)
     if out.is_file():
         import pyarrow.parquet as pq
 
