@@ -80,7 +80,7 @@ Case("scale-tokenize-no-tokenizer", item="15.1", setup=_with(),
 Case("scale-tokenize-missing-tokenizer", item="15.1", setup=_with(), argv=[*TOKENIZE, "--tokenizer", "nope/tok"],
      message=r"tokenizer 'nope/tok': no such file or folder")
 Case("scale-tokenize-out-is-a-file", item="15.1", setup=_with(_file("out")), argv=TOKENIZE,
-     message=r"out: --out: exists and is not a folder")
+     message=r"--out out: out is a file, not a folder")
 Case("scale-tokenize-out-not-ours", item="15.1", setup=_with(_file("out/mine.txt")), argv=TOKENIZE,
      message=r"out: --out: is a non-empty folder that `interp data tokenize` did not write")
 Case("scale-tokenize-out-other-settings", item="15.1", setup=_with(_tokenized()), argv=[*TOKENIZE, "--field", "body"],

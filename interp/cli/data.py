@@ -43,10 +43,12 @@ def _job(jobs: argparse._SubParsersAction, name: str, cls: type, func, help: str
 
 
 def run_tokenize(args: argparse.Namespace) -> int:
+    from interp._util.errors import debug_requested
     from interp.data.config import TokenizeConfig
     from interp.data.pretokenize import tokenize_corpus
 
-    tokenize_corpus(dataclass_from_args(TokenizeConfig, args, exclude=("sources",), sources=tuple(args.sources)))
+    tokenize_corpus(dataclass_from_args(TokenizeConfig, args, exclude=("sources",), sources=tuple(args.sources)),
+                    debug=bool(getattr(args, "debug", False)) or debug_requested())
     return 0
 
 

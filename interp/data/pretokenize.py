@@ -16,6 +16,7 @@ which moves when inputs are added); the executor asks this module (`Executor.is_
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import re
 import sys
@@ -27,9 +28,13 @@ import multiprocess
 from datatrove.executor.local import LocalPipelineExecutor
 from datatrove.pipeline.base import PipelineStep
 
+from interp._util.children import die_with_parent, kill_children
 from interp._util.errors import InputError
 from interp._util.io import (
+    TEMP_SUFFIX,
+    check_output,
     exclusive_lock,
+    file_lock,
     json_sha256,
     read_json,
     remove_stale_temps,
@@ -48,12 +53,15 @@ from interp.data.shards import (
     shard_done,
     write_shard,
 )
-from interp.data.sources import Input, discover
+from interp.data.sources import Input, discover, missing_fields
 from interp.data.tokenizers import TOKENIZER_CONFIG_FILE, TOKENIZER_FILE, TextTokenizer, get_tokenizer
 from interp.data.tokens import token_dtype
 
 LOGS_DIR = "logs"
 PLAN_PREFIX = "plan-"
+LOCK_PREFIX = ".lock"    # .lock (a whole run), .lock-task-I-of-K (one --task-index), .lock-setup (shared files)
+SETUP_LOCK = ".lock-setup"
+OUR_FILES = (MANIFEST_FILE, TOKENIZER_FILE, TOKENIZER_CONFIG_FILE)   # what every run writes in DIR itself
 NAME_CHARS = 64          # of the first input's name in a shard's folder name
 _CACHE: dict[tuple, object] = {}   # per process: the plan and the tokenizer, loaded once per worker
 
@@ -109,21 +117,48 @@ def _store_tokenizer(out: Path, tok: TextTokenizer) -> TextTokenizer:
     return stored
 
 
-def _check_out(out: Path, settings: dict) -> None:
-    """DIR may be new, empty, or a folder this command wrote with the same settings; nothing is written here."""
+def _ours(name: str) -> bool:
+    """An entry of DIR that `interp data tokenize` writes: its files and folders, its locks, and what a killed
+    run's atomic writes leave (`.<file>.XXXXXXXX.tmp`)."""
+    if name in (*OUR_FILES, SHARDS_DIR, LOGS_DIR) or name.startswith(LOCK_PREFIX):
+        return True
+    return name.startswith(".") and name.endswith(TEMP_SUFFIX) and any(
+        re.fullmatch(rf"\.{re.escape(f)}\.[a-z0-9_]{{8}}{re.escape(TEMP_SUFFIX)}", name) for f in OUR_FILES)
+
+
+def _check_out(out: Path, settings: dict, tok: TextTokenizer, note: bool = True) -> None:
+    """DIR may be new, empty, or a folder this command wrote with the same settings, finished or not (a run
+    stopped before its first shard, or a --plan-only run, leaves only the tokenizer, the plan and locks);
+    nothing is written here."""
     if out.exists() and not out.is_dir():
         raise InputError("exists and is not a folder", path=out, field="--out", fix="choose a folder")
-    if not out.is_dir() or not any(out.iterdir()):
+    if not out.is_dir():
         return
+    foreign = sorted(p.name for p in out.iterdir() if not _ours(p.name))
+    ran = (out / MANIFEST_FILE).is_file() or (out / SHARDS_DIR).is_dir() or any(
+        (out / LOGS_DIR).glob(f"{PLAN_PREFIX}*.json"))
+    if foreign and not ran:
+        raise InputError(f"is a non-empty folder that `interp data tokenize` did not write (it holds "
+                         f"{foreign[0]!r})", path=out, field="--out", fix="choose a new or empty --out")
     if (out / MANIFEST_FILE).is_file():
-        old = read_manifest(out)["settings"]
+        try:
+            old = read_manifest(out).settings
+        except InputError as err:  # rewritten by this run; each shard still checks its own settings
+            if note:
+                print(f"[data] {out / MANIFEST_FILE} is damaged and will be written again "
+                      f"({' '.join(str(err).split())})", file=sys.stderr)
+            return
         changed = [f"{k}: {old.get(k)!r} -> {v!r}" for k, v in settings.items() if old.get(k) != v]
         if changed:
             raise InputError(f"holds tokens made with other settings ({'; '.join(changed)})", path=out,
                              field="--out", fix="choose another --out, or delete the folder to rebuild it")
-    elif not (out / SHARDS_DIR).is_dir():
-        raise InputError("is a non-empty folder that `interp data tokenize` did not write", path=out,
-                         field="--out", fix="choose a new or empty --out")
+    elif not ran and (out / TOKENIZER_FILE).is_file():
+        # only a tokenizer (a run stopped before its plan): ours when it is the one asked for
+        with contextlib.suppress(OSError, UnicodeDecodeError):
+            if (out / TOKENIZER_FILE).read_text(encoding="utf-8") == tok.backend.to_str():
+                return
+        raise InputError(f"holds a {TOKENIZER_FILE} other than --tokenizer's and no tokenized shards", path=out,
+                         field="--out", fix="choose a new or empty --out, or delete the folder")
 
 
 # ----------------------------------------------------------------------------------------------- the engine
@@ -195,11 +230,12 @@ class TokenizeShards(PipelineStep):
 class Executor(LocalPipelineExecutor):
     """LocalPipelineExecutor whose "completed" is interp.data.shards.shard_done, decided before the run (its own
     markers name tasks by index, which moves when inputs are added), and whose task logs stay in DIR/logs
-    unless --verbose."""
+    unless --verbose: a task's error, with datatrove's long traceback, goes to its log file only, and the
+    error itself reaches `interp` as one line (--debug or --verbose show the traceback on stderr too)."""
 
-    def __init__(self, *args, todo: Sequence[int], verbose: bool, **kwargs):
+    def __init__(self, *args, todo: Sequence[int], verbose: bool, debug: bool = False, **kwargs):
         super().__init__(*args, **kwargs)
-        self.todo, self.verbose = set(todo), verbose
+        self.todo, self.verbose, self.debug = set(todo), verbose, debug
 
     def is_rank_completed(self, rank: int) -> bool:
         return rank not in self.todo
@@ -208,35 +244,142 @@ class Executor(LocalPipelineExecutor):
         return [r for r in (range(self.world_size) if ranks is None else ranks) if r in self.todo]
 
     def _run_for_rank(self, rank: int, local_rank: int = 0, node_rank: int = -1):
+        import datatrove.executor.base as base
+
+        add_task_logger = base.add_task_logger
+        if not (self.verbose or self.debug):
+            base.add_task_logger = functools.partial(_file_only_logger, add_task_logger)
         try:  # datatrove logs INFO to stderr for local_rank 0 only
             return super()._run_for_rank(rank, local_rank if self.verbose else 1, node_rank)
         finally:
-            if not self.verbose and self.workers > 1:  # a pool worker: quiet its "N/M tasks completed" too
+            base.add_task_logger = add_task_logger
+            if not self.verbose:
                 _quiet_logs()
+
+
+TASK_LOG_FORMAT = "{time:YYYY-MM-DD HH:mm:ss.SSS} | {level: <8} | {name}:{function}:{line} - {message}"
+
+
+def _file_only_logger(add_task_logger, logging_dir, rank: int, local_rank: int = 0, node_rank: int = -1):
+    """datatrove's add_task_logger, then its stderr sink removed: the task log file keeps everything (an error's
+    traceback included), stderr gets none of it."""
+    from loguru import logger
+
+    logfile = add_task_logger(logging_dir, rank, local_rank, node_rank=node_rank)
+    logger.remove()
+    logger.add(logfile, colorize=False, level="DEBUG", format=TASK_LOG_FORMAT, diagnose=False)
+    return logfile
 
 
 def _quiet_logs() -> None:
     from loguru import logger
 
     logger.remove()
-    logger.add(sys.stderr, level="WARNING", format="datatrove {level}: {message}")
+    logger.add(sys.stderr, level="WARNING", format="datatrove {level}: {message}", backtrace=False, diagnose=False)
+
+
+def _start_worker() -> None:
+    """A pool worker's first act: die with its parent (the forkserver, which exits when `interp` does), so a
+    `kill -9` of `interp` leaves no worker writing into DIR; Ctrl-C is for `interp`, which stops the workers."""
+    import signal
+
+    die_with_parent()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _portable(err: BaseException) -> BaseException:
+    """err itself when it survives pickling (InputError, OutputFull, OSError...), else a RuntimeError saying
+    what it was: the parent must get every worker's error, never a result it cannot unpickle."""
+    import pickle
+
+    try:
+        return pickle.loads(pickle.dumps(err))
+    except Exception:
+        return RuntimeError(f"{type(err).__name__}: {err}")
+
+
+def _worker(executor: Executor, tasks, results) -> None:
+    """A worker: tokenize the shards it takes from `tasks` (None: stop), report each as (rank, None) or (rank,
+    error) on `results`; after an error it stops (the parent stops the others)."""
+    _start_worker()
+    while (rank := tasks.get()) is not None:
+        try:
+            executor._run_for_rank(rank)
+        except BaseException as err:  # noqa: BLE001 - reported to the parent, which raises it
+            results.put((rank, _portable(err)))
+            return
+        results.put((rank, None))
+
+
+def _run_workers(executor: Executor, todo: list[int]) -> None:
+    """The shards `todo` on `executor.workers` processes forked from a forkserver (it holds no lock: it was
+    exec'd, and it exits with this process), handing out one shard at a time. No multiprocessing Pool: its
+    terminate() waits on a queue lock that a worker stopped in the middle of reading holds forever, and it
+    waits forever for a worker that died (the OOM killer). Here the first error, a dead worker, SIGTERM or
+    Ctrl-C stops every worker (SIGTERM, then SIGKILL) in a finally; nothing waits on a lock a worker held."""
+    import signal
+    from multiprocess.connection import wait
+
+    multiprocess.set_forkserver_preload(["__main__", __name__])  # this module imported once, not per worker
+    ctx = multiprocess.get_context("forkserver")
+    tasks, results = ctx.Queue(), ctx.SimpleQueue()
+    for rank in [*todo, *[None] * executor.workers]:
+        tasks.put(rank)
+    procs = [ctx.Process(target=_worker, args=(executor, tasks, results), daemon=True, name=f"tokenize-{i}")
+             for i in range(executor.workers)]
+    try:
+        for proc in procs:
+            proc.start()
+        left, live = set(todo), {proc.sentinel: proc for proc in procs}
+        while left:
+            ready = wait([results._reader, *live], timeout=5)
+            if results._reader in ready:
+                rank, err = results.get()
+                if err is not None:
+                    raise err
+                left.discard(rank)
+                continue
+            for sentinel in [s for s in ready if s in live]:
+                proc = live.pop(sentinel)
+                if proc.exitcode != 0 and not results._reader.poll():
+                    how = (f"was killed by {signal.Signals(-proc.exitcode).name}" if proc.exitcode < 0
+                           else f"exited with status {proc.exitcode}")
+                    raise RuntimeError(f"a tokenizing worker (pid {proc.pid}) {how} before finishing its shard "
+                                       "(out of memory?); rerun to resume: finished shards are kept")
+            if not live and not results._reader.poll():
+                raise RuntimeError(f"the workers stopped with {len(left)} shard(s) not done; rerun to resume")
+    finally:
+        started = [proc for proc in procs if proc.pid is not None]
+        kill_children(started)  # a stop or an error: the workers go now, not after their shard (writes are atomic)
+        deadline = time.monotonic() + 10
+        for proc in started:
+            proc.join(max(0.0, deadline - time.monotonic()))
+        kill_children(started, signal.SIGKILL)
+        for proc in started:
+            proc.join()
+        tasks.cancel_join_thread()
+        tasks.close()
+        results.close()
 
 
 def _execute(plan_path: Path, n_shards: int, todo: list[int], first: int, count: int, cfg: TokenizeConfig,
-             logs: Path) -> None:
-    """Run the shards `todo` (of the block [first, first + count)) on datatrove, `cfg.n_workers` at a time."""
-    executor = Executor([TokenizeShards(str(plan_path))], todo=todo, verbose=cfg.verbose, tasks=n_shards,
-                        workers=min(cfg.n_workers, len(todo)), logging_dir=str(logs), local_tasks=count,
-                        local_rank_offset=first, skip_completed=True)
+             logs: Path, debug: bool = False) -> None:
+    """Run the shards `todo` (of the block [first, first + count)) on datatrove, `cfg.n_workers` at a time.
+
+    No multiprocessing Manager (datatrove's run() starts one: a forked process holding a copy of DIR's lock,
+    which a `kill -9` of this process would orphan, locking DIR until it is found and killed): one task per shard
+    in this process, or workers forked from a forkserver that die with it (_run_workers)."""
+    executor = Executor([TokenizeShards(str(plan_path))], todo=todo, verbose=cfg.verbose, debug=debug,
+                        tasks=n_shards, workers=min(cfg.n_workers, len(todo)), logging_dir=str(logs),
+                        local_tasks=count, local_rank_offset=first, skip_completed=True)
     if not cfg.verbose:
         _quiet_logs()
     try:
-        if executor.workers == 1:  # datatrove's per-task entry point, in this process: no Manager, no pool
-            for rank in todo:      # (run() starts a Manager process, which a kill -9 of this one would orphan)
+        if executor.workers == 1:  # datatrove's per-task entry point, in this process
+            for rank in todo:
                 executor._run_for_rank(rank)
-        else:  # the pool forks from datatrove's forkserver: import this module there once, not in every worker
-            multiprocess.set_forkserver_preload(["__main__", __name__])
-            executor.run()
+        else:
+            _run_workers(executor, todo)
     finally:
         from datatrove.utils.logging import setup_default_logger
 
@@ -245,17 +388,23 @@ def _execute(plan_path: Path, n_shards: int, todo: list[int], first: int, count:
 
 # ----------------------------------------------------------------------------------------------- the run
 
-def tokenize_corpus(cfg: TokenizeConfig) -> dict:
+def tokenize_corpus(cfg: TokenizeConfig, *, debug: bool = False) -> dict:
     """Tokenize ``cfg.sources`` into ``cfg.out`` (this machine's block of shards), write manifest.json, return it
     (with ``cfg.plan_only``: only the tokenizer and the plan, and return {"plan": path, "n_shards": n}).
 
-    Bad input (a source, the tokenizer, an --out holding other tokens) raises InputError / OSError before
-    anything is written; an unreadable input file is skipped and reported (stderr and the manifest)."""
+    Bad input (--out that cannot be written, a source, the tokenizer, an --out holding other tokens) raises
+    InputError / OSError before anything is read or written; an unreadable input file is skipped and reported
+    (stderr and the manifest). ``debug``: errors inside a task show datatrove's traceback on stderr too.
+
+    Concurrent runs on one DIR: each --task-index holds its own lock (.lock-task-I-of-K; a run without
+    --task-index holds .lock) while it runs, and the files every run writes in DIR (the tokenizer, the plan, the
+    manifest) are written, and killed runs' temporaries of them removed, only under the blocking .lock-setup."""
     cfg.validate()
     out = Path(cfg.out).expanduser()
+    check_output(out, "--out", folder=True)
     tok = get_tokenizer(cfg.tokenizer)
     settings = shard_settings(tok, cfg)
-    _check_out(out, settings)
+    _check_out(out, settings, tok)
     inputs, notes = discover(cfg.sources, cfg.field, exclude=out)
     specs = plan_shards(inputs, cfg.shard_size)
     for note in notes:
@@ -263,17 +412,20 @@ def tokenize_corpus(cfg: TokenizeConfig) -> dict:
     tok_info = {"name": tok.name, "spec": cfg.tokenizer, "hash": tok.hash, "vocab_size": tok.vocab_size,
                 "eos_id": tok.eos_id, "eos_token": tok.backend.id_to_token(tok.eos_id), "file": TOKENIZER_FILE}
     task = f"task-{cfg.task_index}-of-{cfg.task_count}"
-    lock = out / (".lock" if cfg.task_count == 1 else f".lock-{task}")
+    lock = out / (LOCK_PREFIX if cfg.task_count == 1 else f"{LOCK_PREFIX}-{task}")
     start = time.perf_counter()
     with exclusive_lock(lock, f"tokenized folder {out}" + (f" ({task})" if cfg.task_count > 1 else "")):
         plan_name = f"{PLAN_PREFIX}{json_sha256([settings, [s.to_dict() for s in specs]])[:16]}.json"
-        remove_stale_temps(out, (MANIFEST_FILE, TOKENIZER_FILE, TOKENIZER_CONFIG_FILE))
-        remove_stale_temps(out / LOGS_DIR, (plan_name,))
-        _store_tokenizer(out, tok)
         plan_path = out / LOGS_DIR / plan_name
-        if not plan_path.is_file():
-            write_json_atomic(plan_path, {"out": str(out.resolve()), "settings": settings,
-                                          "shards": [s.to_dict() for s in specs]})
+        with file_lock(out / SETUP_LOCK):  # the files every task writes: one task at a time
+            _check_out(out, settings, tok, note=False)  # again: another task may have written DIR since
+            removed = [*remove_stale_temps(out, OUR_FILES), *remove_stale_temps(out / LOGS_DIR, (plan_name,))]
+            if removed:
+                print(f"[data] removed {len(removed)} temporary file(s) a stopped run left in {out}", file=sys.stderr)
+            _store_tokenizer(out, tok)
+            if not plan_path.is_file():
+                write_json_atomic(plan_path, {"out": str(out.resolve()), "settings": settings,
+                                              "shards": [s.to_dict() for s in specs]})
         if cfg.plan_only:
             print(f"[data] plan of {len(specs)} shard(s): {plan_path} (one datatrove task per shard: "
                   f"TokenizeShards({str(plan_path)!r}))")
@@ -291,10 +443,12 @@ def tokenize_corpus(cfg: TokenizeConfig) -> dict:
               f"already, {len(todo)} to tokenize with {min(cfg.n_workers, len(todo))} worker(s)"
               + (f" ({task})" if cfg.task_count > 1 else ""), file=sys.stderr, flush=True)
         if todo:
-            _execute(plan_path, len(specs), todo, first, last - first, cfg, out / LOGS_DIR / task)
-        records = [shard_done(out / SHARDS_DIR / s.name, s, settings)[0] for s in specs]
-        manifest = build_manifest(settings, tok_info, cfg.sources, specs, records)
-        write_json_atomic(out / MANIFEST_FILE, manifest)
+            _execute(plan_path, len(specs), todo, first, last - first, cfg, out / LOGS_DIR / task, debug)
+        with file_lock(out / SETUP_LOCK):  # the last task to get here writes the complete manifest
+            records = [shard_done(out / SHARDS_DIR / s.name, s, settings, restamp=first <= i < last)[0]
+                       for i, s in enumerate(specs)]
+            manifest = build_manifest(settings, tok_info, cfg.sources, specs, records)
+            write_json_atomic(out / MANIFEST_FILE, manifest)
     _report(manifest, out, cfg, todo, time.perf_counter() - start)
     return manifest
 
@@ -315,8 +469,8 @@ def _report(manifest: dict, out: Path, cfg: TokenizeConfig, todo: list[int], sec
           f"{n['val']:,} val tokens, {sum(manifest['n_documents'].values()):,} documents; {len(todo)} shard(s) "
           f"tokenized in {seconds:.1f} s")
     if manifest["complete"] and not sum(manifest["n_documents"].values()):
-        empty = sum(i.get("empty", 0) for s in manifest["shards"] for i in s["inputs"])
-        missing = sum(i.get("missing_field", 0) for s in manifest["shards"] for i in s["inputs"])
-        raise InputError(f"no documents found: {len(manifest['skipped_inputs'])} input(s) unreadable, {missing} "
-                         f"record(s) without a string field {cfg.field!r}, {empty} empty", path=out / MANIFEST_FILE,
-                         fix="check --field (and --id-field) against the inputs")
+        counts = {key: sum(i.get(key, 0) for s in manifest["shards"] for i in s["inputs"])
+                  for key in ("empty", "missing_field", "missing_id")}
+        raise InputError(f"no documents found: {len(manifest['skipped_inputs'])} input(s) unreadable, "
+                         f"{missing_fields(counts, cfg.field, cfg.id_field)}, {counts['empty']} empty",
+                         path=out / MANIFEST_FILE, fix="check --field (and --id-field) against the inputs")

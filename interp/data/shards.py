@@ -31,7 +31,6 @@ import hashlib
 import json
 import os
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -47,11 +46,20 @@ from interp._util.io import (
     json_sha256,
     read_json,
     remove_stale_temps,
+    safe_open,
     write_json_atomic,
 )
 from interp._util.paths import TOKENS_META_SUFFIX, TOKENS_SUFFIX, cache_dir
 from interp.data.corpora import SPLITS, is_validation
 from interp.data.integrity import CONTENT_FIELD, content_record
+from interp.data.manifest import (  # noqa: F401 (re-exported: the folder's public names)
+    MANIFEST_FILE,
+    MANIFEST_FORMAT,
+    SHARDS_DIR,
+    Manifest,
+    ShardEntry,
+    read_manifest,
+)
 from interp.data.sources import DOC_IDS, CorruptInput, Input, InputReport, read_input
 from interp.data.tokenizers import TextTokenizer, created_with
 from interp.data.tokens import (
@@ -62,9 +70,6 @@ from interp.data.tokens import (
     token_dtype,
 )
 
-MANIFEST_FILE = "manifest.json"
-MANIFEST_FORMAT = "interp.tokens-manifest/1"
-SHARDS_DIR = "shards"
 SHARD_FILE = "shard.json"
 SHARD_FORMAT = 1                    # bump when a shard's layout or the document ids change
 ENCODE_BATCH_CHARS = 1 << 20        # characters per encode_batch call (with ENCODE_BATCH_DOCS): bounded memory
@@ -182,12 +187,14 @@ def write_shard(folder: Path, spec: ShardSpec, settings: dict, tok: TextTokenize
     remove_stale_temps(folder, (*BIN_FILES, *META_FILES, SHARD_FILE))
     inputs: list[dict] = []
     writers: dict[bool, _SplitWriter] = {}
-    val_temp: list[str] = []
+    val_temp: list[Path] = []
 
     def write_bins(train_path: Path) -> None:
-        fd, name = tempfile.mkstemp(prefix=f".{BIN_FILES[1]}.", suffix=".tmp", dir=folder)  # swept like ours
-        val_temp.append(name)
-        with open(train_path, "wb") as ft, os.fdopen(fd, "wb") as fv:
+        # val.bin is written beside train.bin inside atomic_write's private temporary folder (one pass over the
+        # inputs fills both), then moved into val.bin's own temporary by the second writer; a kill leaves both
+        # inside `.train.bin.*.tmp/`, which the next run's remove_stale_temps sweeps
+        val_temp.append(train_path.parent / BIN_FILES[1])
+        with safe_open(train_path, "wb") as ft, safe_open(val_temp[0], "wb") as fv:
             writers.update({False: _SplitWriter(ft, tok.vocab_size), True: _SplitWriter(fv, tok.vocab_size)})
             for inp in spec.inputs:
                 record, report = _input_record(inp), InputReport()
@@ -204,12 +211,7 @@ def write_shard(folder: Path, spec: ShardSpec, settings: dict, tok: TextTokenize
                         record["sha256"] = file_sha256(inp.path)  # a rerun retries it once the file changes
                 inputs.append({**record, **report.to_dict()})
 
-    try:
-        atomic_write(folder, {BIN_FILES[0]: write_bins, BIN_FILES[1]: lambda p: os.replace(val_temp[0], p)})
-    finally:
-        for name in val_temp:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(name)
+    atomic_write(folder, {BIN_FILES[0]: write_bins, BIN_FILES[1]: lambda p: os.replace(val_temp[0], p)})
     counts = {split: writers[split == "val"] for split in SPLITS}
     record = {"format": SHARD_FORMAT, "name": spec.name, "settings": settings, "inputs": inputs,
               "n_tokens": {s: w.n_tokens for s, w in counts.items()},
@@ -235,9 +237,10 @@ def _json_writer(obj: dict):
 
 # ------------------------------------------------------------------------------------------------ checking
 
-def shard_done(folder: Path, spec: ShardSpec, settings: dict) -> tuple[dict | None, str]:
+def shard_done(folder: Path, spec: ShardSpec, settings: dict, restamp: bool = True) -> tuple[dict | None, str]:
     """(shard.json record, "") when the shard is complete and current (see the module docstring), else
-    (None, why it must be built). Inputs found unchanged by their hash get their new stat recorded."""
+    (None, why it must be built). Inputs found unchanged by their hash get their new stat recorded (unless
+    ``restamp`` is False: a shard another --task-index owns, and may be writing, is only read)."""
     try:
         record = read_json(folder / SHARD_FILE, missing_ok=True)
     except ValueError:
@@ -267,7 +270,7 @@ def shard_done(folder: Path, spec: ShardSpec, settings: dict) -> tuple[dict | No
             return None, f"its {split} file does not match its record ({' '.join(str(err).split())[:200]})"
         if meta.get(CONTENT_FIELD, {}).get("sha256") != record.get("sha256", {}).get(split):
             return None, f"its {split} file is not the one {SHARD_FILE} records"
-    if restamped:
+    if restamped and restamp:
         write_json_atomic(folder / SHARD_FILE, record)
     return record, ""
 
@@ -371,19 +374,7 @@ def is_token_dir(source: object) -> bool:
     return (path / MANIFEST_FILE).is_file() and (path / SHARDS_DIR).is_dir()
 
 
-def read_manifest(folder: Path) -> dict:
-    """manifest.json of a tokenized folder, checked for its format marker; InputError naming the fix."""
-    path = folder / MANIFEST_FILE
-    fix = f"rerun `interp data tokenize ... --out {folder}` (finished shards are kept)"
-    try:
-        manifest = read_json(path)
-    except ValueError as err:
-        raise InputError(f"is not valid JSON ({err.__cause__ or err})", path=path, fix=fix) from err
-    if not isinstance(manifest, dict) or manifest.get("format") != MANIFEST_FORMAT:
-        found = manifest.get("format") if isinstance(manifest, dict) else type(manifest).__name__
-        raise InputError(f"format is {found!r}, not {MANIFEST_FORMAT!r}", path=path, field="format", fix=fix)
-    return manifest
-
+# ---- manifest.json, declared: the one reader (read_manifest) checks every field the loader uses
 
 def load_token_dir(source: str | Path, tokenizer: str | TextTokenizer = "bpe", val_fraction: float | None = None
                    ) -> TokenData:
@@ -391,19 +382,26 @@ def load_token_dir(source: str | Path, tokenizer: str | TextTokenizer = "bpe", v
     record) against its manifest entry, then viewed as one train and one val stream (ConcatTokens).
 
     ``tokenizer`` "bpe" (TrainConfig's default) means the folder's own; any other spec or TextTokenizer must
-    hash to it. ``val_fraction`` must be the folder's (its split is fixed). InputError naming the fix."""
+    hash to it. ``val_fraction`` must be the folder's (its split is fixed). A folder with no validation (or no
+    training) tokens is refused: training evaluates on the val stream, so it would fail at its first evaluation,
+    and again on every resume. InputError naming the fix."""
     folder = Path(source).expanduser()
     manifest = read_manifest(folder)
+    path = manifest.path
     fix = f"rerun `interp data tokenize ... --out {folder}` with the same sources (it rebuilds what changed)"
-    if not manifest.get("complete"):
-        missing = manifest.get("missing_shards") or []
-        raise InputError(f"is incomplete: {len(missing)} of {manifest.get('n_shards')} shards are missing "
+    if not manifest.complete:
+        missing = list(manifest.missing_shards)
+        raise InputError(f"is incomplete: {len(missing)} of {manifest.n_shards} shards are missing "
                          f"(e.g. {missing[:3]}): another --task-index is still running, or a run was stopped",
-                         path=folder / MANIFEST_FILE, field="complete", fix=fix)
-    tok_info, settings = manifest["tokenizer"], manifest["settings"]
+                         path=path, field="complete", fix=fix)
+    tok_info, settings = manifest.tokenizer, manifest.settings
+    if not manifest.tokenizer_path.is_file():
+        raise InputError(f"names tokenizer file {tok_info['file']!r}, which is not in the folder", path=path,
+                         field="tokenizer.file", fix=fix)
+    check_splits(folder, manifest)
     if val_fraction is not None and val_fraction != settings["val_fraction"]:
         raise InputError(f"was split at val_fraction={settings['val_fraction']}, but val_fraction={val_fraction} "
-                         "was asked for", path=folder / MANIFEST_FILE, field="val_fraction",
+                         "was asked for", path=path, field="val_fraction",
                          fix=f"pass --val-fraction {settings['val_fraction']}, or tokenize again into another --out")
     _check_tokenizer(folder, tokenizer, tok_info)
     dtype = np.dtype(settings["dtype"])
@@ -412,27 +410,48 @@ def load_token_dir(source: str | Path, tokenizer: str | TextTokenizer = "bpe", v
     start = time.perf_counter()
     lock = cache_dir("locks") / f"tokens-{json_sha256(str(folder.resolve()))[:16]}.lock"  # not in DIR: read-only ok
     with file_lock(lock):  # ranks loading one folder check (and maybe hash) its shards one at a time
-        for shard in manifest["shards"]:
+        for shard in manifest.shards:
             for split in SPLITS:
-                path = folder / SHARDS_DIR / shard["name"] / f"{split}{TOKENS_SUFFIX}"
-                meta, _ = check_tokens(path, {**_expected(settings, split), "n_tokens": shard["n_tokens"][split]},
+                bin_path = shard.folder / f"{split}{TOKENS_SUFFIX}"
+                meta, _ = check_tokens(bin_path, {**_expected(settings, split), "n_tokens": shard.n_tokens[split]},
                                        tok_info["name"], fix=fix)
-                if meta.get(CONTENT_FIELD, {}).get("sha256") != shard["sha256"][split]:
+                if meta.get(CONTENT_FIELD, {}).get("sha256") != shard.sha256[split]:
                     raise InputError(f"holds other tokens than {MANIFEST_FILE} records (rebuilt after the manifest "
-                                     "was written)", path=path, fix=fix)
-                paths[split].append(path)
-                lengths[split].append(shard["n_tokens"][split])
+                                     "was written)", path=bin_path, fix=fix)
+                paths[split].append(bin_path)
+                lengths[split].append(shard.n_tokens[split])
     if time.perf_counter() - start > 10:
-        print(f"[data] checked {len(manifest['shards'])} shards of {folder} in {time.perf_counter() - start:.0f} s",
+        print(f"[data] checked {len(manifest.shards)} shards of {folder} in {time.perf_counter() - start:.0f} s",
               file=sys.stderr, flush=True)
     streams = {s: ConcatTokens(paths[s], lengths[s], dtype) for s in SPLITS}
-    meta = {"format": MANIFEST_FORMAT, "source": str(source), "source_hash": manifest["content_hash"],
+    meta = {"format": MANIFEST_FORMAT, "source": str(source), "source_hash": manifest.content_hash,
             "tokenizer": tok_info["name"], "tokenizer_hash": tok_info["hash"], "vocab_size": tok_info["vocab_size"],
             "dtype": dtype.name, "eos_id": tok_info["eos_id"], "val_fraction": settings["val_fraction"],
-            "n_tokens": dict(manifest["n_tokens"]), "n_documents": dict(manifest["n_documents"]),
-            "n_shards": len(manifest["shards"]), "path": str(folder.resolve()),
-            "tokenizer_path": str((folder / tok_info["file"]).resolve())}
+            "n_tokens": dict(manifest.n_tokens), "n_documents": dict(manifest.n_documents),
+            "n_shards": len(manifest.shards), "path": str(folder.resolve()),
+            "tokenizer_path": str(manifest.tokenizer_path.resolve())}
     return TokenData(streams["train"], streams["val"], meta, tok_info["vocab_size"])
+
+
+def check_splits(folder: str | Path, manifest: Manifest | None = None) -> None:
+    """InputError unless the tokenized folder holds tokens in both splits: `interp train --source DIR` samples
+    the train stream and evaluates on the val stream, so an empty one fails only at the first step (train) or
+    the first evaluation (val), after hours, and again on every resume."""
+    folder = Path(folder).expanduser()
+    manifest = manifest or read_manifest(folder)
+    fraction, docs = manifest.settings["val_fraction"], sum(manifest.n_documents.values())
+    for split in SPLITS:
+        if manifest.n_tokens[split]:
+            continue
+        if split == "val":
+            why = (f"its validation split is empty: val_fraction={fraction} held out none of its {docs:,} "
+                   "documents, and training evaluates on it")
+            fix = (f"tokenize again into a new --out with a larger --val-fraction (e.g. 0.05) or more documents; "
+                   f"{folder} cannot be trained from")
+        else:
+            why = f"its training split is empty ({docs:,} documents, all held out at val_fraction={fraction})"
+            fix = "tokenize again into a new --out with more documents or a smaller --val-fraction"
+        raise InputError(why, path=folder, field=f"n_tokens.{split}", fix=fix)
 
 
 def _check_tokenizer(folder: Path, tokenizer: str | TextTokenizer, tok_info: dict) -> None:

@@ -61,6 +61,7 @@ DOC_IDS = {  # the document id of each input kind (the table above), stored in e
 BAD_LINE_EXAMPLES = 5       # bad JSON lines quoted per input (all are counted)
 READ_BATCH_ROWS = 1_024     # parquet / arrow rows per record batch
 HASH_CHUNK = 1 << 20
+ZSTD_PIECE = 1 << 12        # compressed bytes per decompress call (zstd expands at most ~32,000x: <= 128 MiB)
 
 
 class CorruptInput(Exception):
@@ -94,6 +95,7 @@ class InputReport:
     documents: int = 0
     empty: int = 0              # records whose text is empty or whitespace
     missing_field: int = 0      # records without the text field (or with a non-string value)
+    missing_id: int = 0         # records without the --id-field (or with a list/object value there)
     bad_lines: int = 0          # jsonl lines that are not a JSON object in UTF-8
     bad_line_examples: list[str] = field(default_factory=list)
 
@@ -104,6 +106,15 @@ class InputReport:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+def missing_fields(counts: dict, field: str, id_field: str | None) -> str:
+    """How many records lacked the text field and, with --id-field, the id field, naming each field (an id field
+    missing from every record must not read as a missing text field)."""
+    text = f"{counts.get('missing_field', 0)} record(s) without a string field {field!r}"
+    if id_field is not None:
+        text = f"{counts.get('missing_id', 0)} record(s) without the id field {id_field!r} (--id-field), {text}"
+    return text
 
 
 # ----------------------------------------------------------------------------------------------- discovery
@@ -251,6 +262,48 @@ class HashingReader(io.RawIOBase):
         return self.digest.hexdigest()
 
 
+class ZstdFrames(io.RawIOBase):
+    """A .zst file decompressed frame after frame (concatenated frames read as `zstd -d` reads them), raising
+    EOFError when the file ends inside a frame: a truncated .zst is corrupt, exactly as gzip says of a truncated
+    .gz (zstandard's stream_reader returns a silent end of file there). Compressed bytes are fed in pieces of
+    ZSTD_PIECE, so one call's output stays bounded even for a file built to expand enormously."""
+
+    def __init__(self, raw: io.BufferedIOBase):
+        import zstandard
+
+        self.raw, self.decompressor = raw, zstandard.ZstdDecompressor()
+        self.frame = None               # the frame being decompressed (a decompressobj); None between frames
+        self.pending, self.offset = b"", 0   # compressed bytes read, and how many of them were fed
+        self.out, self.position = b"", 0     # decompressed bytes not yet returned
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        while self.position >= len(self.out):
+            if self.offset >= len(self.pending):
+                self.pending, self.offset = self.raw.read(HASH_CHUNK), 0
+                if not self.pending:
+                    if self.frame is not None:
+                        raise EOFError("Compressed file ended before the end-of-stream marker was reached "
+                                       "(a truncated zstd frame)")
+                    return 0
+            if self.frame is None:
+                self.frame = self.decompressor.decompressobj()
+            piece = self.pending[self.offset:self.offset + ZSTD_PIECE]
+            self.offset += len(piece)
+            self.out, self.position = self.frame.decompress(piece), 0
+            if self.frame.eof:  # the frame is complete: what follows it starts the next one
+                rest = self.frame.unused_data
+                self.frame = None
+                if rest:
+                    self.pending, self.offset = rest + self.pending[self.offset:], 0
+        n = min(len(buffer), len(self.out) - self.position)
+        buffer[:n] = self.out[self.position:self.position + n]
+        self.position += n
+        return n
+
+
 # ------------------------------------------------------------------------------------------------- reading
 
 Documents = Iterator[tuple[str, str]]  # (document id, text)
@@ -311,11 +364,7 @@ def _open_lines(path: str, text: bool) -> tuple[HashingReader, io.IOBase]:
     if lower.endswith(".gz"):
         stream: io.IOBase = gzip.GzipFile(fileobj=io.BufferedReader(hashing, HASH_CHUNK))
     elif lower.endswith(".zst"):
-        import zstandard
-
-        reader = zstandard.ZstdDecompressor().stream_reader(io.BufferedReader(hashing, HASH_CHUNK),
-                                                            read_across_frames=True)
-        stream = io.BufferedReader(reader, HASH_CHUNK)
+        stream = io.BufferedReader(ZstdFrames(io.BufferedReader(hashing, HASH_CHUNK)), HASH_CHUNK)
     else:
         stream = io.BufferedReader(hashing, HASH_CHUNK)
     if text:
@@ -345,7 +394,7 @@ def _jsonl(inp: Input, text_field: str, id_field: str | None, report: InputRepor
             if doc_id is not None and _keep(doc_id, text, report):
                 yield doc_id, text
         hashed(hashing.drain())
-    if report.bad_lines and not (report.documents or report.empty or report.missing_field):
+    if report.bad_lines and not (report.documents or report.empty or report.missing_field or report.missing_id):
         raise CorruptInput(f"no line is a JSON object ({report.bad_lines} bad lines; "
                            f"{report.bad_line_examples[0]})")
 
@@ -355,7 +404,7 @@ def _doc_id(prefix: str, index: int, record: dict, id_field: str | None, report:
         return f"{prefix}#{index}"
     value = record.get(id_field)
     if value is None or isinstance(value, (dict, list)):
-        report.missing_field += 1
+        report.missing_id += 1
         return None
     return str(value)
 

@@ -10,6 +10,8 @@ import importlib.metadata
 import importlib.util
 import json
 import os
+import shutil
+import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -212,11 +214,14 @@ def _gguf_tokenizer(gguf: Path, name: str) -> TextTokenizer:
             )
 
             hf = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name, trust_remote_code=False)
-            staging = folder / f".staging{os.getpid()}"
-            hf.save_pretrained(str(staging))
-            for f in sorted(staging.iterdir(), key=lambda p: p.name == TOKENIZER_FILE):  # tokenizer.json last
-                os.replace(f, folder / f.name)
-            staging.rmdir()
+            folder.mkdir(parents=True, exist_ok=True)
+            staging = Path(tempfile.mkdtemp(prefix=".staging.", dir=folder))
+            try:
+                hf.save_pretrained(str(staging))  # not-safe-open: staging is a fresh private folder (mkdtemp)
+                for f in sorted(staging.iterdir(), key=lambda p: p.name == TOKENIZER_FILE):  # tokenizer.json last
+                    os.replace(f, folder / f.name)
+            finally:
+                shutil.rmtree(staging, ignore_errors=True)
         config = read_meta(folder / TOKENIZER_CONFIG_FILE, delete_fix(folder), missing_ok=True) or {}
         return _cached_tokenizer(folder / TOKENIZER_FILE, name, config)
 

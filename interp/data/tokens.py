@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
-from interp._util.io import atomic_write, file_lock, json_sha256, write_text_atomic
+from interp._util.io import atomic_write, file_lock, json_sha256, safe_open, write_text_atomic
 from interp._util.paths import TOKENS_META_SUFFIX, TOKENS_SUFFIX, cache_dir
 from interp.data.corpora import (
     SPLITS,
@@ -183,7 +183,7 @@ def write_tokens(path: Path, docs: Sequence[Document], tok: TextTokenizer, meta:
 
     def write(tmp: Path) -> None:
         nonlocal n_tokens, max_id
-        with open(tmp, "wb") as f:
+        with safe_open(tmp, "wb") as f:
             for first in range(0, len(docs), ENCODE_BATCH_DOCS):
                 flat: list[int] = []
                 for ids in tok.encode_batch([d.text for d in docs[first:first + ENCODE_BATCH_DOCS]]):
