@@ -1,13 +1,13 @@
 """The paper's evaluations on the four-mixer comparison's checkpoints (issue 12): does cosine 1.5 -> 0.5 beat
 uniform on the paper's tasks for each token mixer, or only in held-out perplexity?
 
-    interp ablate architectures --preset tiny --seeds 2 --budget preset \\
+    interp experiment architectures --preset tiny --seeds 2 --budget preset \\
         --mixers titans,attention,gated_attention,hope_attention \\
-        --jobs 2 --set threads=1 --set 'dtype="fp32"' --figures-dir /tmp/arch-ckpt      # weights: ~1.9 h (AMD)
+        --jobs 2 --set threads=1 --set 'dtype="fp32"' --out /tmp/arch-ckpt             # weights: ~1.9 h (AMD)
     interp figures --only downstream_architectures --recompute                # HEAVY: evaluate them, ~40 min
 
 The first command trains the comparison's 16 runs (the tiny preset's own budget, as figures/architectures.csv,
-but in fp32 on the CPU) into runs/architectures-tiny-full/<mixer>/<width>/seed<k>/; its `--figures-dir`
+but in fp32 on the CPU) into the repository's runs/architectures-tiny-full/<mixer>/<width>/seed<k>/; its `--out`
 elsewhere keeps the committed figures/architectures.csv (trained on a lent GPU, bf16) as it is. Measured per run
 (fp32, 1 thread, two at once, quiet AMD EPYC): attention and gated attention 385-421 s, Hope-attention 639-692 s,
 Titans 1,876-1,906 s (~270 tokens/s). Titans first in --mixers only so its long pair starts at once; the runner
@@ -16,8 +16,8 @@ goes seed-major either way, and the analysis takes whatever mixers the root hold
 Everything else is downstream_groups on another root: the same lm-eval tasks, the same per-run and summary tables
 (figures/downstream_architectures_runs.csv, figures/downstream_architectures.csv) and figure, with variants named
 "<mixer>/<width>" and each mixer's tapered model paired by seed with that mixer's uniform model
-(downstream_groups.baseline_of). `interp eval-experiment runs/architectures-tiny-full` gives the same numbers
-into any --figures-dir.
+(downstream_groups.baseline_of). `interp experiment eval runs/architectures-tiny-full --out DIR` gives the same
+numbers into any folder (EXPERIMENT_DIR relative to the working directory).
 """
 
 from __future__ import annotations

@@ -1,13 +1,16 @@
 """The paper's evaluations on the layer-group ablation's checkpoints (issue 12): does wider-early beat uniform on
 the paper's tasks too, or only in held-out perplexity?
 
-    interp ablate groups --preset tiny --seeds 3 --jobs 2 --set threads=1 --figures-dir /tmp/groups-ckpt  # weights
+    interp experiment groups --preset tiny --seeds 3 --jobs 2 --set threads=1 --out /tmp/groups-ckpt  # weights
     interp figures --only downstream_groups --recompute                                 # HEAVY: evaluate them
-    interp eval-experiment runs/rivals-tiny --baseline uniform --figures-dir results/rivals   # any experiment
+    interp experiment eval runs/rivals-tiny --baseline uniform --out results/rivals        # any experiment
 
-(The first command trains the runs' weights into runs/groups-tiny/; its `--figures-dir` elsewhere keeps the
-committed records of figures/records/groups-tiny/ out of sight, which would otherwise skip every recorded run,
-and keeps figures/group_ablation.csv as it is. Same config, so the same models up to the CPU kind.)
+(The first command trains the runs' weights into the repository's runs/groups-tiny/, the default --root, wherever
+it is started; a path given on the command line, as the --root of the first or the EXPERIMENT_DIR of the third, is
+read from the working directory. Its `--out` elsewhere keeps the committed records of figures/records/groups-tiny/
+out of sight, which would otherwise skip every recorded run, and keeps figures/group_ablation.csv as it is. Same
+config, so the same models up to the CPU kind. `interp ablate groups` and `interp eval-experiment` are older
+names of the same commands.)
 
 compute() runs `interp eval` (interp.evals.run_eval: lm-eval 0.4.13 with its own task definitions, our offline
 sets) on the final model of every finished run under Config.runs that still has its weights, into a resumable
@@ -23,7 +26,7 @@ table under runs/ (a rerun evaluates only what is missing), and summarises it pe
   stderr: a difference neither seed noise nor the choice of documents explains. Perplexities also as a
   percentage change (rel_pct_*), as in group_ablation.
 
-Any experiment root works (`interp eval-experiment ROOT`, or Config.runs): the variants are its run directories'
+Any experiment root works (`interp experiment eval ROOT`, or Config.runs): the variants are its run directories'
 names, the baseline is Config.baseline. A root of nested arms (architectures: <mixer>/<width>/seed<k>) names its
 variants "<mixer>/<width>" and pairs each with its own arm's baseline ("attention/cosine-1.5-0.5" with
 "attention/uniform"). Only runs with weights can be evaluated: runs known from their committed records
@@ -198,7 +201,7 @@ def compute(cfg: Config, figures_dir: Path, files: tuple[str, str] = (TABLE, RUN
     runs = finished_runs(root, name) if root.is_dir() else pd.DataFrame()
     if runs.empty:
         raise FileNotFoundError(f"{root}: no finished run with weights to evaluate (train them first: "
-                                f"analyses/{name}.py's docstring gives the command and says why its --figures-dir)")
+                                f"analyses/{name}.py's docstring gives the command and says why its --out)")
     check_baseline(runs, cfg.baseline)
     result = run_eval(models=list(runs["run_dir"]), tasks=cfg.tasks, limit=cfg.limit, threads=cfg.threads,
                       device=cfg.device, out=str(resolve_root(cfg.out)))

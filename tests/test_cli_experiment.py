@@ -96,7 +96,8 @@ def test_every_training_experiment_takes_the_shared_options(name):
 
 def test_bad_shared_options_are_one_line(tmp_path, capsys, no_training):
     assert main(["experiment", "groups", "--seeds", "0", "--dry-run"]) == 2
-    assert capsys.readouterr().err.strip() == "interp experiment groups: --seeds must be >= 1, got 0"
+    assert capsys.readouterr().err.strip() == ("interp experiment groups: --seeds must be >= 1 (seeds 0..N-1 per "
+                                               "variant: an experiment needs at least one variant and one seed), got 0")
     assert main(["experiment", "gain-vs-tokens", "--set", "bogus=1", "--dry-run"]) == 2
     assert "interp experiment gain-vs-tokens: --set bogus: no such field" in capsys.readouterr().err
 

@@ -106,11 +106,22 @@ def config_from_args(module: ModuleType, args: argparse.Namespace, command: str)
     else:
         extra = parse_set_overrides(args.set, command, module.Config)
     cfg = dataclass_from_args(module.Config, args, **extra)
-    if cfg.seeds < 1:
-        raise SystemExit(f"{command}: --seeds must be >= 1, got {cfg.seeds}")
-    if getattr(cfg, "jobs", 1) < 1:
-        raise SystemExit(f"{command}: --jobs must be >= 1 (runs trained at once), got {cfg.jobs}")
+    try:
+        check_counts(cfg)
+    except ValueError as err:
+        raise SystemExit(f"{command}: {err}") from err
     return cfg
+
+
+def check_counts(cfg: Any, prefix: str = "--") -> None:
+    """ValueError naming the field, its value and what it may be when an experiment Config's seeds or jobs is
+    below 1 (`prefix` "--" names the flag; "" the --set field of `interp figures`)."""
+    seeds, jobs = getattr(cfg, "seeds", 1), getattr(cfg, "jobs", 1)
+    if isinstance(seeds, int) and seeds < 1:
+        raise ValueError(f"{prefix}seeds must be >= 1 (seeds 0..N-1 per variant: an experiment needs at least one "
+                         f"variant and one seed), got {seeds}")
+    if isinstance(jobs, int) and jobs < 1:
+        raise ValueError(f"{prefix}jobs must be >= 1 (runs trained at once), got {jobs}")
 
 
 def _gain_vs_tokens_plan(module: ModuleType, cfg: Any) -> list:

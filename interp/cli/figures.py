@@ -61,15 +61,18 @@ def analysis_config(name: str, items: list[str]):
 def check_planned(name: str, config, items: list[str], figures_dir: Path) -> None:
     """Before any work: the runs a training analysis plans with the --set `config` (interp.cli.experiment.planned),
     each TrainConfig built and validated, so a value it refuses (seeds=0, archs=["gpt3"]) is one line naming the
-    analysis and the --set items (InputError, exit 2) instead of a failure after other work."""
+    analysis and the --set items (InputError, exit 2) instead of a failure after other work; so is a run folder
+    that cannot be one (its root a file)."""
     import analyses
-    from interp.cli.experiment import EVAL, planned
+    from interp.cli.experiment import EVAL, check_counts, planned
 
     if name not in {module for key, (module, _) in analyses.EXPERIMENTS.items() if key != EVAL}:
         return
     try:
+        check_counts(config, prefix="")
         for exp in planned(analyses.get(name), config, figures_dir):
             exp.plan()
+            check_output_dir(exp.dir, "root")   # where its runs go: a folder (or new), before any run trains
     except USER_ERRORS as err:
         raise InputError(f"{name}: --set {' '.join(items)}: {one_line(err)}") from err
 

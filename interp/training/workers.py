@@ -49,11 +49,14 @@ def threads_per_run(cfg: TrainConfig, jobs: int) -> int:
     return cfg.threads or max(1, (os.cpu_count() or 1) // jobs)
 
 
-def _child(cfg: TrainConfig, data: TokenData | None, conn: Connection) -> None:
-    """One run in a spawned process: the Trainer, then its outcome down the pipe."""
+def _child(cfg: TrainConfig, data: TokenData | None, conn: Connection, parent: int | None = None) -> None:
+    """One run in a spawned process: the Trainer, then its outcome down the pipe. `parent`: the runner's pid; a
+    child whose runner is already gone (killed between the spawn and here) exits before it touches the run."""
+    die_with_parent()   # first: a kill -9 of the runner must not leave this run training on (issue #33 item 9)
+    if parent is not None and os.getppid() != parent:
+        os._exit(128 + signal.SIGTERM)
     from interp.training.trainer import Trainer
 
-    die_with_parent()   # a kill -9 of the runner must not leave this run training on (issue #33 item 9)
     t0 = time.perf_counter()
     try:
         result = Trainer(cfg, data=data).run()
@@ -112,8 +115,8 @@ def train_in_processes(configs: Sequence[TrainConfig], jobs: int, data: TokenDat
             while queue and len(running) < jobs and not stop.stopped:
                 i, cfg = queue.pop(0)
                 receive, send = ctx.Pipe(duplex=False)
-                proc = ctx.Process(target=_child, args=(replace(cfg, threads=threads_per_run(cfg, jobs)), data, send),
-                                   name=f"interp-train-{i}")
+                child_cfg = replace(cfg, threads=threads_per_run(cfg, jobs))
+                proc = ctx.Process(target=_child, args=(child_cfg, data, send, os.getpid()), name=f"interp-train-{i}")
                 proc.start()
                 send.close()  # the child holds the other end: EOF here once it exits
                 stop.children.append(proc)
