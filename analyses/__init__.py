@@ -58,6 +58,7 @@ ANALYSES: list[str] = [
     "gain_vs_tokens",
     "rival_profiles",
     "novelty_block_styles",
+    "gpu_study",
     "novelty_gpt2",
     "pythia_over_training",
 ]
