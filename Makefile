@@ -10,11 +10,14 @@ export TOKENIZERS_PARALLELISM := false
 setup:
 	@bash scripts/setup.sh
 
+# two workers (pytest-xdist), each test file whole on one of them (tests/conftest.py groups them)
+TEST_WORKERS ?= 2
+
 test: setup
-	$(PY) -m pytest -q -p no:cacheprovider --durations=15 $(PYTEST_ARGS)
+	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadgroup --durations=15 $(PYTEST_ARGS)
 
 test-fast: setup
-	$(PY) -m pytest -q -p no:cacheprovider -m "not integration and not slow" $(PYTEST_ARGS)
+	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadgroup -m "not integration and not slow" $(PYTEST_ARGS)
 
 figures: setup
 	$(VENV)/bin/interp figures --recompute

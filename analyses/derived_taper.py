@@ -139,7 +139,7 @@ def compute(cfg: Config, figures_dir: Path, data=None, train: bool = True) -> pd
     write_table(skips[["profile", "model", "layer", "delta", "delta_ci_low", "delta_ci_high", "loss", "n_tokens",
                        "text_source", "text_sha256", "widths_for",
                        # what made each row (the ablation table's own columns)
-                       "seq_len", "dtype", "device", "hardware", "packages"]], figures_dir, PROFILE_TABLE, cfg, NAME)
+                       "seq_len", "dtype", "device", "hardware", "versions"]], figures_dir, PROFILE_TABLE, cfg, NAME)
     write_table(runs, figures_dir, RUNS_TABLE, cfg, NAME)
     write_table(summary, figures_dir, TABLE, cfg, NAME)
     if report is not None and report.failed:

@@ -38,7 +38,7 @@ resolve differences at this scale.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
@@ -47,6 +47,7 @@ from analyses import outputs, read_table, repo_relative, resolve_root, write_tab
 from analyses.architectures import ARM_SEP   # "<arm>/<variant>": a run of a nested experiment
 from interp._util.config import option
 from interp._util.devices import device_option
+from interp.jobs.executors import ExecutorConfig
 
 NAME = "downstream_groups"
 HEAVY = True   # 12 tiny checkpoints x the paper set at --limit 200: 5.4 min on 2 Intel cores (measured)
@@ -73,6 +74,7 @@ class Config:
     device: str = device_option()
     out: str = option("repo:runs/eval/downstream_groups.parquet", "the resumable interp eval table (relative: to "
                                                                   "the working directory)")
+    execution: ExecutorConfig = field(default_factory=ExecutorConfig, metadata={"cli": False})  # where tasks run
 
 
 def paper_metrics() -> set[tuple[str, str]]:
@@ -204,7 +206,7 @@ def compute(cfg: Config, figures_dir: Path, files: tuple[str, str] = (TABLE, RUN
                                 f"analyses/{name}.py's docstring gives the command and says why its --out)")
     check_baseline(runs, cfg.baseline)
     result = run_eval(models=list(runs["run_dir"]), tasks=cfg.tasks, limit=cfg.limit, threads=cfg.threads,
-                      device=cfg.device, out=str(resolve_root(cfg.out)))
+                      device=cfg.device, out=str(resolve_root(cfg.out)), execution=cfg.execution)
     for model, task, error in result.failed:
         print(f"[{name}] {model} / {task} failed: {error}", flush=True)
     rows = run_rows(result.table, runs)

@@ -7,8 +7,8 @@ Correlational (per layer, interp.probes): rho_mlp and rho_block (the paper's cos
 interp.ablations.layers): the loss increase when the whole block is removed (skip_block), its MLP skipped
 (skip_mlp), its MLP replaced by its mean (mean_mlp) or its attention skipped (skip_attn). Across layers: the
 Spearman rho of each measure with each causal effect, with a percentile bootstrap CI over sequences (the same
-draws for both profiles; interp.ablations.causal_table.correlations). One probe(..., causal=True) per model
-gives both sides.
+draws for both profiles; interp.causal.correlations). One interp.causal.probe(..., causal=True) per model gives
+both sides.
 
 Optionally (accuracy_tasks, off in the quick config: hours on a CPU), the accuracy drop on lm-eval tasks when
 each block is removed: the same documents for every layer (lm-eval --limit), per-document paired differences
@@ -61,7 +61,7 @@ class Config:
 
 def model_tables(cfg: Config) -> list[tuple[str, str, pd.DataFrame]]:
     """(label, spec, probe table with causal rows) of every installed model and finished run."""
-    from interp.probes import probe
+    from interp.causal import probe   # interp.probes.probe refuses causal=True: the causal rows are joined there
 
     out = []
     for name in novelty_pretrained.installed_models(novelty_pretrained.Config(models=cfg.models)):
@@ -100,7 +100,7 @@ def accuracy_drop(spec: str, tasks: tuple[str, ...], limit: int, confidence: flo
 
 
 def compute(cfg: Config, figures_dir: Path) -> None:
-    from interp.ablations.causal_table import causal_data, correlations
+    from interp.causal import causal_data, correlations
 
     tables = model_tables(cfg)
     if not tables:

@@ -2,13 +2,13 @@
 
 The paper reads a high rho_mlp (the MLP writes along the stream: it "reinforces") as a layer whose MLP
 capacity is worth less. Here that is tested, not assumed: for SmolLM2-135M, Gemma-3-270m and the tiny
-uniform and tapered runs of analyses.train_comparison, one `probe(..., causal=True)` per model gives the
-correlational rows (rho_mlp, rho_block, ...) and the causal rows (delta held-out loss when the layer's MLP is
-skipped, mean-ablated, its attention skipped, or the whole block removed; interp.ablations.layers) for the
-same tokens and positions. The committed tables predate the block-removal rows (delta_loss_skip_block, added
-for issue #34): they hold the other three kinds; a recompute adds the fourth.
+uniform and tapered runs of analyses.train_comparison, one `interp.causal.probe(..., causal=True)` per model
+gives the correlational rows (rho_mlp, rho_block, ...) and the causal rows (delta held-out loss when the
+layer's MLP is skipped, mean-ablated, its attention skipped, or the whole block removed;
+interp.ablations.layers) for the same tokens and positions. The committed tables predate the block-removal
+rows (delta_loss_skip_block, added for issue #34): they hold the other three kinds; a recompute adds the fourth.
 Across layers, the Spearman rho of each correlational profile with each causal one, with a percentile
-bootstrap CI over sequences (interp.ablations.causal_table.correlations). A negative rho of rho_mlp with
+bootstrap CI over sequences (interp.causal.correlations). A negative rho of rho_mlp with
 delta_loss_skip_mlp would support the paper's reading (more reinforcing, less needed).
 
 Budget: 1 + 4 x n_layers forwards per model plus the probe passes: 121 for SmolLM2, 73 for Gemma3 over
@@ -67,7 +67,7 @@ def _with_causal(probe: ProbeConfig) -> ProbeConfig:
 
 def model_tables(cfg: Config) -> list[tuple[str, pd.DataFrame]]:
     """(label, probe table with causal rows and attrs["causal"]) for every installed model and finished run."""
-    from interp.probes import probe
+    from interp.causal import probe   # interp.probes.probe refuses causal=True: the causal rows are joined there
 
     out = []
     if cfg.models:
@@ -89,7 +89,7 @@ def _report(label: str, df: pd.DataFrame) -> None:
 
 
 def compute(cfg: Config, figures_dir: Path) -> None:
-    from interp.ablations.causal_table import causal_data, correlations
+    from interp.causal import causal_data, correlations
 
     tables = model_tables(cfg)
     if not tables:

@@ -23,7 +23,7 @@ if __package__ in (None, ""):  # run as a file: make `benchmarks` and `interp` i
 
 from benchmarks.common import DEFAULT_THREADS, RESULTS_FILE, update_results
 
-BENCHMARKS = ("hooks", "train", "probes", "evals", "tokenize", "jobs", "cpu_kernels", "hub")  # the default set, cheapest first: a broken setup fails fast
+BENCHMARKS = ("hooks", "train", "probes", "evals", "tokenize", "jobs", "executors", "cpu_kernels", "hub")  # the default set, cheapest first: a broken setup fails fast
 # bench_tokenize runs its memory part at 32 / 128 MB here; `python benchmarks/bench_tokenize.py --full` at 0.25 / 1.5 GB
 OPTIONAL = ("mixers", "gpu_scale")  # only with --only: bench_mixers (every token mixer) takes ~10 min more on its
 # own; bench_gpu_scale needs CUDA (without it, it prints one line and writes nothing)

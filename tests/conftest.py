@@ -29,6 +29,7 @@ import torch  # noqa: E402
 
 from interp._util import cpu_kernels  # noqa: E402
 from tests import factories  # noqa: E402
+from tests.slurm import slurm_cluster  # noqa: E402,F401  (session fixture: a real single-node Slurm cluster)
 
 # Tiny test models run ~20x slower with 2 threads on a shared 2-core machine; one thread is also
 # what makes float results reproducible across runs. Tests that need more set it themselves.
@@ -129,3 +130,12 @@ def env(tmp_path_factory, module_cache):
     corpus = factories.write_corpus(tmp_path_factory.mktemp("train") / "corpus", n_docs=40, sentences=60)
     data = prepare_tokens(str(corpus), "bpe", PRESETS["micro"]["vocab_size"], val_fraction=0.25)
     return corpus, {**os.environ, "OMP_NUM_THREADS": "1"}, data
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist (`make test`: -n 2 --dist loadgroup) each test file runs whole on one worker, so its module
+    fixtures (a trained run, a tokenized corpus) are built once; the files that need the real Slurm cluster share one
+    worker, so one cluster runs at a time."""
+    for item in items:
+        path = item.nodeid.split("::")[0]
+        item.add_marker(pytest.mark.xdist_group("slurm" if "slurm" in Path(path).name else path))

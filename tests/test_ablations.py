@@ -241,7 +241,7 @@ def test_run_builds_the_tidy_table(tiny_table):
     assert (neurons["layers"].isin(["0-0", "1-1", "2-2"])).all()
     assert (df["loss"] - base["loss"] - df["delta"]).abs().max() < 1e-9
     assert ((df["delta_ci_low"] <= df["delta"]) & (df["delta"] <= df["delta_ci_high"])).iloc[1:].all()
-    assert df["text_sha256"].nunique() == 1 and df["packages"].str.contains("torch=").all()
+    assert df["text_sha256"].nunique() == 1 and df["versions"].str.contains("torch=").all()
     assert set(df["model"]) == {"tiny-llama"}  # cfg.model: the name the caller gave the model it passed in
 
 

@@ -192,7 +192,7 @@ _HOLD = ("import sys, time, pathlib\nfrom interp._util.io import exclusive_lock\
 
 def _held_lock(tmp: Path) -> None:
     """A second process holds w.parquet's rank-0 lock (what a running `interp batch --out w.parquet` holds)."""
-    from interp.probes.batch import rank_lock
+    from interp.jobs.parts import task_lock as rank_lock
 
     _checkpoint(tmp)
     lock = rank_lock(tmp / "w.parquet", 0)
@@ -362,7 +362,7 @@ def test_case(case, tmp_path):
 # ------------------------------------------------------------------------------------------ what the cases do not show
 
 def test_follow_symlinks_leaves_the_tree_when_asked(tmp_path, monkeypatch):
-    from interp.probes import expand_paths
+    from interp.jobs.targets import expand_paths
 
     _links(outside=True)(tmp_path)
     monkeypatch.chdir(tmp_path)
@@ -374,7 +374,7 @@ def test_a_part_keyed_by_the_weights_alone_is_superseded(tmp_path, monkeypatch, 
     """Parts written before the key covered config and tokenizer (<weights>-<settings>) are recomputed once under
     the full key, and the old part of the same path is removed, so the table never holds its rows twice."""
     from interp.cli import main
-    from interp.probes import parts_dir
+    from interp.jobs.parts import parts_dir
 
     _checkpoint(tmp_path)
     monkeypatch.chdir(tmp_path)
@@ -402,8 +402,9 @@ def test_trust_remote_code_reaches_the_loader(tmp_path):
 
 def test_complete_gguf_passes_the_check():
     from interp import hf
+    from interp._util.gguf_file import check_gguf
 
     entry = hf.REGISTRY["smollm2-135m"]
     if not entry.installed():
         pytest.skip(entry.pip_command)
-    hf.check_gguf(entry.locate())
+    check_gguf(entry.locate())

@@ -21,6 +21,8 @@ from interp import probes
 from interp.probes import run as probe_run
 from interp._util.paths import CONFIG_FILE, REPO_ROOT, WEIGHTS_FILE
 from interp.cli import main
+from interp.jobs import keys, parts
+from interp.jobs import targets as jt
 from interp.probes import batch
 from interp.training import TrainConfig, Trainer
 from tests.factories import tiny_hf, write_corpus
@@ -65,17 +67,17 @@ def values(df: pd.DataFrame) -> pd.DataFrame:
 def test_expand_paths_rules(env, tmp_path):
     run = copy_run(env, tmp_path)
     step_dirs = [run / "checkpoints" / f"step_{s:06d}" for s in STEPS]
-    targets = batch.expand_paths([run])
+    targets = jt.expand_paths([run])
     # the final model is the step-8 weights (a finished run saves both): listed once, as step 8
     assert [t.path for t in targets] == step_dirs
     assert [t.step for t in targets] == STEPS and {t.run for t in targets} == {"micro-uniform"}
     assert {t.kind for t in targets} == {"checkpoint"} and targets[0].label == "uniform"
     # a step checkpoint given directly keeps its run and step; the same path twice is listed once
-    again = batch.expand_paths([step_dirs[1], run])
+    again = jt.expand_paths([step_dirs[1], run])
     assert again[0] == targets[1] and len(again) == len(STEPS)
     # final weights that differ from the last step: listed after the steps, with step NaN
     shutil.copy(step_dirs[0] / WEIGHTS_FILE, run / WEIGHTS_FILE)
-    final = batch.expand_paths([run])[-1]
+    final = jt.expand_paths([run])[-1]
     assert final.path == run and math.isnan(final.step) and final.run == "micro-uniform"
     # a folder: runs, HF dirs and .gguf files below it, in sorted order; hidden and *.parts folders skipped
     zoo = tmp_path / "zoo"
@@ -89,17 +91,17 @@ def test_expand_paths_rules(env, tmp_path):
     (zoo / "batch.parts").mkdir()
     (zoo / "batch.parts" / "c.gguf").write_bytes(b"gguf")
     shutil.copytree(run, zoo / "runs" / "r1")
-    found = batch.expand_paths([zoo])
+    found = jt.expand_paths([zoo])
     assert [(t.kind, t.path.relative_to(zoo).as_posix()) for t in found][:2] == [("gguf", "a.gguf"),
                                                                                  ("hf_dir", "hf/smol")]
     assert [t.step for t in found[2:]][:4] == STEPS and len(found) == 2 + len(STEPS) + 1
     with pytest.raises(FileNotFoundError, match="no such file"):
-        batch.expand_paths([tmp_path / "missing"])
+        jt.expand_paths([tmp_path / "missing"])
     empty = tmp_path / "empty"
     empty.mkdir()
     (empty / "readme.md").write_text("nothing here")
     with pytest.raises(ValueError, match="found no checkpoint"):
-        batch.expand_paths([empty])
+        jt.expand_paths([empty])
 
 
 def test_select_checkpoints_final_steps_and_errors(env, tmp_path, capsys):
@@ -112,11 +114,11 @@ def test_select_checkpoints_final_steps_and_errors(env, tmp_path, capsys):
     hf.mkdir()
     (hf / CONFIG_FILE).write_text('{"model_type": "llama"}')
     (hf / WEIGHTS_FILE).write_bytes(b"x")
-    targets = batch.expand_paths([one, two, hf])
-    assert batch.select_checkpoints(targets, "all") == targets
+    targets = jt.expand_paths([one, two, hf])
+    assert jt.select_checkpoints(targets, "all") == targets
 
     def picked(which: str) -> list[tuple[str, float]]:
-        return [(t.path.relative_to(tmp_path).as_posix(), t.step) for t in batch.select_checkpoints(targets, which)]
+        return [(t.path.relative_to(tmp_path).as_posix(), t.step) for t in jt.select_checkpoints(targets, which)]
 
     final = picked("final")
     assert final[0][0] == "runs/r1" and math.isnan(final[0][1])                  # r1's own final model
@@ -129,10 +131,10 @@ def test_select_checkpoints_final_steps_and_errors(env, tmp_path, capsys):
                                                  "runs/r2/checkpoints/step_000002", "runs/r2/checkpoints/step_000008",
                                                  "hf"]
     with pytest.raises(ValueError, match=r"no checkpoint at step 5 under the PATHs; steps found: 2, 4, 6, 8"):
-        batch.select_checkpoints(targets, "5")
+        jt.select_checkpoints(targets, "5")
     with pytest.raises(ValueError, match=r"'last' is neither 'final' nor a step number"):
-        batch.select_checkpoints(targets, "final,last")
-    assert batch.select_checkpoints(targets[-1:], "5") == targets[-1:]   # pretrained alone: nothing to pick
+        jt.select_checkpoints(targets, "final,last")
+    assert jt.select_checkpoints(targets[-1:], "5") == targets[-1:]   # pretrained alone: nothing to pick
     with pytest.raises(ValueError, match=r"BatchConfig.checkpoints='-1'"):
         config(env, [one], tmp_path / "b.parquet", checkpoints="-1").validate()
     from interp.cli import main
@@ -149,15 +151,15 @@ def test_file_hash_is_streamed_and_cached_by_size_and_mtime(tmp_path, private_ca
     f = tmp_path / "w.bin"
     f.write_bytes(b"abc" * 1000)
     expected = hashlib.sha256(b"abc" * 1000).hexdigest()
-    assert batch.file_sha256(f) == expected
+    assert keys.sha256_cached(f) == expected
     # while (path, size, mtime) are unchanged the cache answers: plant a wrong value and see it returned
     (entry,) = (private_cache / "hashes").glob("*.json")
     record = json.loads(entry.read_text())
     assert record["path"] == str(f.resolve()) and record["size"] == 3000
     entry.write_text(json.dumps({**record, "sha256": "planted"}))
-    assert batch.file_sha256(f) == "planted"
+    assert keys.sha256_cached(f) == "planted"
     os.utime(f, ns=(1, 1))  # a rewrite changes the mtime: hashed again
-    assert batch.file_sha256(f) == expected
+    assert keys.sha256_cached(f) == expected
 
 
 # ------------------------------------------------------------------------------------------ batch runs
@@ -183,7 +185,7 @@ def test_batch_over_a_run_gives_rows_per_step_then_skips_everything(env, tmp_pat
     mine = df[df.step == 4].sort_values(["metric", "layer"])
     assert mine["mean"].tolist() == direct.sort_values(["metric", "layer"])["mean"].tolist()
     assert df[df.step == 2]["mean"].tolist() != df[df.step == 8]["mean"].tolist()  # the weights moved
-    assert len(list(batch.parts_dir(out).glob("*.parquet"))) == len(STEPS)
+    assert len(list(parts.parts_dir(out).glob("*.parquet"))) == len(STEPS)
 
     def no_probe(*args, **kwargs):
         raise AssertionError("a checkpoint already in the table was probed again")
@@ -210,7 +212,7 @@ def test_truncated_checkpoint_is_reported_and_the_rest_analysed(env, tmp_path, c
     df = pd.read_parquet(out)
     failed = df[df.status == "failed"]
     assert len(failed) == 1 and failed.step.item() == 4 and "truncated" in failed.error.item()
-    assert failed.path.item() == str(bad.parent) and failed.key.item().startswith(batch.file_sha256(bad)[:16])
+    assert failed.path.item() == str(bad.parent) and failed.key.item().startswith(keys.sha256_cached(bad)[:16])
     assert sorted(df[df.status == "ok"].step.unique()) == [2, 6, 8]
     # repaired: the rerun analyses only that checkpoint and its failure row disappears
     shutil.copy(env[1] / "checkpoints" / "step_000004" / WEIGHTS_FILE, bad)
@@ -235,7 +237,7 @@ def test_interrupted_batch_keeps_its_parts_and_a_rerun_completes(env, tmp_path, 
     monkeypatch.setattr(probe_run, "probe", interrupted)
     with pytest.raises(KeyboardInterrupt):
         batch.run_batch(config(env, [run], out))
-    assert len(list(batch.parts_dir(out).glob("*.parquet"))) == 1
+    assert len(list(parts.parts_dir(out).glob("*.parquet"))) == 1
     assert pd.read_parquet(out).step.unique().tolist() == [2]  # the table holds what was finished
     monkeypatch.setattr(probe_run, "probe", real_probe)
     result = batch.run_batch(config(env, [run], out))
@@ -248,7 +250,7 @@ def test_deleted_parts_are_rebuilt_from_the_table(env, tmp_path, monkeypatch):
     run = copy_run(env, tmp_path)
     out = tmp_path / "batch.parquet"
     first = batch.run_batch(config(env, [run / "checkpoints" / "step_000002"], out))
-    shutil.rmtree(batch.parts_dir(out))
+    shutil.rmtree(parts.parts_dir(out))
     monkeypatch.setattr(probe_run, "probe", lambda *a, **k: (_ for _ in ()).throw(AssertionError("re-probed")))
     result = batch.run_batch(config(env, [run / "checkpoints" / "step_000002"], out))
     assert result.skipped and result.ok
@@ -262,13 +264,13 @@ def test_a_part_from_before_sequence_level_cis_is_probed_again(env, tmp_path):
     out = tmp_path / "batch.parquet"
     target = run / "checkpoints" / "step_000002"
     first = batch.run_batch(config(env, [target], out))
-    (part,) = batch.parts_dir(out).glob("*.parquet")
+    (part,) = parts.parts_dir(out).glob("*.parquet")
     old = pd.read_parquet(part).drop(columns=["ci_method", "n_sequences", "sem_tokens"])
     old["sem"] = 123.0  # what an old part's numbers would be: anything but today's
     old.to_parquet(part, index=False)
     result = batch.run_batch(config(env, [target], out))
     assert result.analysed == [str(target)] and not result.skipped
-    assert [p.name for p in batch.parts_dir(out).glob("*.parquet")] == [part.name]
+    assert [p.name for p in parts.parts_dir(out).glob("*.parquet")] == [part.name]
     pd.testing.assert_frame_equal(result.table, first.table)
 
 
@@ -364,7 +366,7 @@ def test_default_settings_keep_the_hash_of_earlier_tables():
               "positions": "skip_first", "prepend_bos": False, "dtype": "float32",
               "metrics": list(probes.METRIC_NAMES), "eps": 1e-8, "tokenizer": None}  # what the settings were
     assert cfg.settings("0" * 64) == before
-    hashes = {batch.settings_hash(c.settings("0" * 64)) for c in (
+    hashes = {keys.settings_hash(c.settings("0" * 64)) for c in (
         cfg, batch.BatchConfig.build(reference="normed"), batch.BatchConfig.build(exclude_massive_dims=3),
         batch.BatchConfig.build(exclude_massive_dims=[3]), batch.BatchConfig.build(eps=1e-6))}
     assert len(hashes) == 5  # every field that changes the numbers changes the key
@@ -405,6 +407,6 @@ def test_save_pretrained_dir_is_hf_dir_and_ours_are_checkpoints(env, tmp_path, s
     hf_dir = save_pretrained_dir("zoo/llama", llama)
     assert {p.name for p in hf_dir.iterdir()} >= {CONFIG_FILE, WEIGHTS_FILE}
     shutil.copytree(env[1] / "checkpoints" / "step_000002", tmp_path / "zoo" / "ours")
-    found = {t.path.name: t.kind for t in batch.expand_paths([tmp_path / "zoo"])}
+    found = {t.path.name: t.kind for t in jt.expand_paths([tmp_path / "zoo"])}
     assert found == {"llama": "hf_dir", "ours": "checkpoint"}
-    assert [t.weights_files() for t in batch.expand_paths([hf_dir])] == [[hf_dir / WEIGHTS_FILE]]
+    assert [t.weights_files() for t in jt.expand_paths([hf_dir])] == [[hf_dir / WEIGHTS_FILE]]

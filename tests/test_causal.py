@@ -1,4 +1,4 @@
-"""Causal importance of each layer (interp.ablations.layers, interp.ablations.causal_table) and its place in
+"""Causal importance of each layer (interp.ablations.layers, interp.causal) and its place in
 the probe table: deltas against a float64 forward written out by hand, the join with the correlational rows,
 `interp probe --causal` and `interp batch --causal`, and the bootstrap Spearman against a naive computation."""
 
@@ -15,8 +15,9 @@ import torch
 import torch.nn.functional as F
 
 from interp import ablations as ab
+from interp import causal as ct   # the causal rows, joined one layer above probes and ablations
 from interp import probes
-from interp.ablations.causal_table import JOIN_KEYS
+from interp._util.errors import InputError
 from interp.cli import main
 from interp.stats import bootstrap_spearman
 from tests.factories import random_tokens, tiny_hf, tiny_lm, word_tokenizer, word_tokenizer_json
@@ -151,17 +152,17 @@ def test_population_metrics_beside_causal_rows_get_rows_but_no_sequence_profile(
     (it used to fail with KeyError: 'mlp_erank')."""
     run, text = checkpoint
     metrics = ("rho_mlp", "mlp_erank", "mlp_participation", "cka_resid")
-    df = probes.probe(str(run), text=text, tokens=64, seq_len=16, batch_size=2, causal=True, metrics=metrics)
+    df = ct.probe(str(run), text=text, tokens=64, seq_len=16, batch_size=2, causal=True, metrics=metrics)
     assert set(metrics) <= set(df["metric"]) and set(ab.CAUSAL_METRICS.values()) <= set(df["metric"])
-    _, profiles = ab.causal_data(df)
+    _, profiles = ct.causal_data(df)
     assert list(profiles) == ["rho_mlp"]
-    only = probes.probe(str(run), text=text, tokens=64, seq_len=16, batch_size=2, causal=True, metrics=("cka_resid",))
-    assert ab.causal_data(only)[1] == {} and ab.correlations(*ab.causal_data(only), n_boot=10).empty
+    only = ct.probe(str(run), text=text, tokens=64, seq_len=16, batch_size=2, causal=True, metrics=("cka_resid",))
+    assert ct.causal_data(only)[1] == {} and ct.correlations(*ct.causal_data(only), n_boot=10).empty
 
 
 def test_causal_rows_join_the_correlational_rows(checkpoint):
     run, text = checkpoint
-    df = probes.probe(str(run), text=text, tokens=64, seq_len=16, batch_size=2, causal=True)
+    df = ct.probe(str(run), text=text, tokens=64, seq_len=16, batch_size=2, causal=True)
     metrics = list(dict.fromkeys(df["metric"]))
     assert metrics == [*probes.METRIC_NAMES, *ab.CAUSAL_METRICS.values()]
     causal = df[df["metric"].isin(ab.CAUSAL_METRICS.values())]
@@ -173,26 +174,40 @@ def test_causal_rows_join_the_correlational_rows(checkpoint):
     for column in settings:  # everything that says which run it is, equal on both kinds of rows
         assert (causal[column] == corr[column].iloc[0]).all(), column
     assert set(causal["n_tokens"]) == {4 * 15} and set(causal["n_sequences"]) == {4} == set(corr["n_sequences"])
-    assert set(causal["ci_method"]) == {ab.CAUSAL_CI} != set(corr["ci_method"])  # each says how its CI was made
+    assert set(causal["ci_method"]) == {ct.CAUSAL_CI} != set(corr["ci_method"])  # each says how its CI was made
     assert causal["reference"].str.contains("mean over the 60 probe tokens").any()
     assert (causal["ci_low"] <= causal["mean"]).all() and (causal["mean"] <= causal["ci_high"]).all()
-    wide = ab.joined(df)
+    wide = ct.joined(df)
     assert len(wide) == 3 and list(wide["layer"]) == [0, 1, 2] and not wide[metrics].isna().any().any()
-    assert set(JOIN_KEYS) <= set(wide.columns)
+    assert set(ct.JOIN_KEYS) <= set(wide.columns)
     # the per-sequence data behind the bootstrap: its means are the table's means
-    effects, profiles = ab.causal_data(df)
+    effects, profiles = ct.causal_data(df)
     for metric, values in profiles.items():
         assert values.shape == (3, 4)
         np.testing.assert_allclose(values.mean(1), corr[corr.metric == metric].sort_values("layer")["mean"], atol=1e-6)
     np.testing.assert_allclose(effects.deltas("skip_mlp").mean(1).numpy(),
                                causal[causal.metric == "delta_loss_skip_mlp"]["mean"], atol=1e-12)
-    table = ab.correlations(effects, profiles, n_boot=50)
+    table = ct.correlations(effects, profiles, n_boot=50)
     assert len(table) == len(profiles) * len(ab.CAUSAL_KINDS)
     assert table["spearman_rho"].between(-1, 1).all() and set(table["n_sequences"]) == {4}
     bare = corr.copy()
     bare.attrs = {}
-    with pytest.raises(ValueError, match="causal=True"):
-        ab.causal_data(bare)
+    with pytest.raises(ValueError, match=r"interp\.causal\.probe\(\.\.\., causal=True\)"):
+        ct.causal_data(bare)
+
+
+def test_probes_alone_refuse_causal_naming_interp_causal(checkpoint, tmp_path):
+    """interp.probes cannot import interp.ablations (which imports probes): causal=True through probes alone is
+    refused before any load, naming interp.causal; interp.causal.probe reads causal from the keyword over config."""
+    run, text = checkpoint
+    with pytest.raises(InputError, match=r"causal=True: .*interp\.causal\.probe .*`interp probe --causal`"):
+        probes.probe(str(tmp_path / "no-such-model"), text=text, causal=True)   # no file is read
+    with pytest.raises(InputError, match=r"interp\.causal\.run_batch .*`interp batch --causal`"):
+        probes.BatchRunner(probes.BatchConfig.build(paths=[str(run)], text=str(text), out=str(tmp_path / "b.parquet"),
+                                                    causal=True))
+    plain = ct.probe(str(run), text=text, config=probes.ProbeConfig(causal=True), causal=False, tokens=64, seq_len=16,
+                     batch_size=2, metrics=("rho_mlp",))
+    assert not plain["metric"].str.startswith("delta_loss").any() and "causal" not in plain.attrs
 
 
 def test_hf_directory_with_the_nnsight_backend(tmp_path, save_pretrained_dir):
@@ -201,7 +216,7 @@ def test_hf_directory_with_the_nnsight_backend(tmp_path, save_pretrained_dir):
                                word_tokenizer(64, bos_token="[UNK]", eos_token="[UNK]"))
     text = tmp_path / "t.txt"
     text.write_text(" ".join(f"w{(i * 7) % 63 + 1}" for i in range(200)))
-    df = probes.probe(str(path), text=text, tokens=48, seq_len=12, batch_size=2, causal=True, backend="nnsight",
+    df = ct.probe(str(path), text=text, tokens=48, seq_len=12, batch_size=2, causal=True, backend="nnsight",
                       metrics=("rho_mlp",))
     causal = df[df.metric.str.startswith("delta_loss")]
     assert len(causal) == 4 * 3 and set(causal["backend"]) == {"nnsight"}
@@ -214,9 +229,9 @@ def test_cli_probe_causal_on_a_checkpoint(checkpoint, tmp_path, capsys):
     assert main(["probe", "--model", str(run), "--text", str(text), *PROBE, "--causal", "--out", str(out)]) == 0
     df = pd.read_parquet(out)
     assert set(ab.CAUSAL_METRICS.values()) <= set(df["metric"])
-    direct = probes.probe(str(run), text=text, tokens=64, seq_len=16, batch_size=2, causal=True)
+    direct = ct.probe(str(run), text=text, tokens=64, seq_len=16, batch_size=2, causal=True)
     pd.testing.assert_series_equal(df["mean"], direct["mean"], check_exact=False, atol=1e-12)
-    effects, profiles = ab.causal_data(df)   # parquet keeps the per-sequence data
+    effects, profiles = ct.causal_data(df)   # parquet keeps the per-sequence data
     assert effects.n_layers == 3 and effects.n_sequences == 4 and set(profiles) == set(probes.METRIC_NAMES)
     assert main(["probe", "--model", str(run), "--text", str(text), *PROBE, "--out", str(out)]) == 0
     assert not pd.read_parquet(out)["metric"].str.startswith("delta_loss").any()  # opt-in
@@ -333,7 +348,7 @@ def test_registry_name_and_gguf_file_give_the_same_causal_rows():
 
     if not hf.REGISTRY["smollm2-135m"].installed():
         pytest.skip(hf.REGISTRY["smollm2-135m"].pip_command)
-    tables = [probes.probe(spec, tokens=64, seq_len=32, batch_size=2, metrics=("rho_mlp",), causal=True)
+    tables = [ct.probe(spec, tokens=64, seq_len=32, batch_size=2, metrics=("rho_mlp",), causal=True)
               for spec in ("smollm2-135m", str(hf.REGISTRY["smollm2-135m"].locate()))]
     rows = [t[t.metric.str.startswith("delta_loss")].reset_index(drop=True) for t in tables]
     assert len(rows[0]) == 4 * 30 and rows[0]["mean"].abs().max() > 0

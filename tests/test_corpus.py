@@ -13,9 +13,11 @@ import zlib
 import numpy as np
 import pytest
 
-from interp.data import contamination, dedup, english, ngrams, rlazy
-from interp.data import text_assets as sources
-from interp.data.corpora import Document, documents_hash, is_validation, load_documents, split_documents
+from interp.data import contamination, english, ngrams
+from interp.data.corpora import load_documents
+from interp.data.documents import Document, documents_hash, is_validation, split_documents
+from interp.data.english import dedup, rlazy
+from interp.data.english import text_assets as sources
 
 # documents_hash of the frozen corpora on main (commit 49897a8): all, train, val at val_fraction 0.05
 FROZEN = {

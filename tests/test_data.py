@@ -398,12 +398,12 @@ def test_wiki_with_real_tokenizers():
     assert smol_tokens.val[:50].tolist() == smol.encode(data.heldout_text("wiki")[:10_000])[:50]
 
 
-@pytest.mark.skipif(not __import__("interp.hf.registry", fromlist=["REGISTRY"]).REGISTRY["smollm2-135m"].installed(),
+@pytest.mark.skipif(not __import__("interp.data.registry", fromlist=["REGISTRY"]).REGISTRY["smollm2-135m"].installed(),
                     reason="needs SmolLM2's package")
 def test_a_registry_models_name_is_its_tokenizer(monkeypatch):
     """--tokenizer smollm2-135m is smollm2's tokenizer; gemma3-270m names its GGUF's (it had no name)."""
     from interp.data import tokenizers
-    from interp.hf.registry import REGISTRY
+    from interp.data.registry import REGISTRY
 
     text = "The quick brown fox jumps over the lazy dog."
     assert data.get_tokenizer("smollm2-135m").encode(text) == data.get_tokenizer("smollm2").encode(text)

@@ -18,6 +18,7 @@ lm_eval = pytest.importorskip("lm_eval")
 from lm_eval.api.instance import Instance  # noqa: E402
 from lm_eval.tasks._yaml_loader import load_yaml  # noqa: E402
 
+from interp.data import evalsets  # noqa: E402
 from interp.evals import data, tasks  # noqa: E402
 from interp.evals.lm import InterpLM  # noqa: E402
 
@@ -65,28 +66,28 @@ def test_niah_yaml_keeps_ruler_prompt_fields(n):
 
 
 def test_local_sets_have_the_documented_sizes_fields_and_hashes():
-    rows = {r["task"]: r for r in data.describe_sets()}
-    assert {t: r["n_docs"] for t, r in rows.items() if t in data.LOCAL_SETS} == {
+    rows = {r["task"]: r for r in evalsets.describe_sets()}
+    assert {t: r["n_docs"] for t, r in rows.items() if t in evalsets.LOCAL_SETS} == {
         "piqa": 1838, "hellaswag": 10042, "winogrande": 1267, "arc_easy": 2376, "arc_challenge": 1172,
         "social_iqa": 1954, "boolq": 3270, "lambada_openai": 5153}
     assert rows["wiki_heldout"]["n_docs"] > 400
     assert all(len(r["sha256"]) == 64 for r in rows.values())
-    assert data.data_sha256("boolq") == rows["boolq"]["sha256"]          # cached, stable
-    _, boolq = data.load_docs("boolq")
+    assert evalsets.data_sha256("boolq") == rows["boolq"]["sha256"]          # cached, stable
+    _, boolq = evalsets.load_docs("boolq")
     first = boolq[0]
     assert first["passage"].startswith("Ethanol fuel -- All biomass") and first["label"] == 0
     assert first["question"] == "does ethanol take more energy make that produces"
-    _, lambada = data.load_docs("lambada_openai")
+    _, lambada = evalsets.load_docs("lambada_openai")
     assert lambada[0]["text"].endswith("I don't care about signs")
     assert sum(boolq["label"]) == 2033                                 # BoolQ validation: 62.2% "yes"
-    split, arc = data.load_docs("arc_challenge")
+    split, arc = evalsets.load_docs("arc_challenge")
     assert split == "test" and arc[0]["id"] == "Mercury_7175875" and arc[0]["question"].startswith("An astronomer")
     assert arc[0]["choices"]["label"][:2] == ["A", "B"] and set(data.load_local("arc_easy")) == {"test", "validation"}
 
 
 def test_load_local_keeps_the_first_documents_for_a_limit():
     docs = data.load_local("piqa", docs_limit=3, version=1.0)["validation"]
-    assert len(docs) == 3 and docs[0]["goal"] == data.load_docs("piqa")[1][0]["goal"]
+    assert len(docs) == 3 and docs[0]["goal"] == evalsets.load_docs("piqa")[1][0]["goal"]
 
 
 def test_parse_tasks_groups_aliases_and_unknown_names():

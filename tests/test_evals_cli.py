@@ -78,7 +78,7 @@ def test_text_adds_a_perplexity_task_on_that_text(tmp_path, bpe, capsys):
     --tasks text_ppl without --text is refused before any model loads."""
     import hashlib
 
-    from interp.evals.data import TEXT_DOC_CHARS, text_set
+    from interp.data.text import TEXT_DOC_CHARS, text_set
 
     run = make_run(tmp_path, bpe, steps=(2,))
     text = tmp_path / "mine.txt"
@@ -289,7 +289,7 @@ def test_a_second_eval_on_the_same_table_is_refused(tmp_path, capsys, monkeypatc
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "results" / "e.parts").mkdir(parents=True)
-    with exclusive_lock(tmp_path / "results" / "e.parts" / ".lock", "a test"):
+    with exclusive_lock(tmp_path / "results" / "e.parts" / ".rank0.lock", "a test"):
         assert eval_main("smollm2-135m", "--tasks", "piqa", "--out", "results/e.parquet") == 2
     assert "is in use by another process" in capsys.readouterr().err
 

@@ -184,7 +184,7 @@ def test_issue_family_probes_like_plain_hooks(family, tmp_path):
 @pytest.mark.parametrize("family", ["GPTNeoXForCausalLM", "Olmo2ForCausalLM", "PhiForCausalLM", "Phi3ForCausalLM"])
 def test_issue_family_causal_rows_and_neuron_ablation(family, tmp_path):
     from interp import ablations as ab
-    from interp.probes import probe
+    from interp.causal import probe
 
     path, text = _saved(tmp_path, family, THREE_LAYERS), _text(tmp_path / "text.txt")
     df = probe(str(path), text=str(text), tokens=TOKENS, seq_len=SEQ_LEN, batch_size=4, metrics=("rho_mlp",),

@@ -341,13 +341,13 @@ def gguf_file(tmp_path_factory) -> bytes:
 
 
 def _header_size(raw: bytes) -> int:
-    from interp.hf.gguf_file import read_gguf_table
+    from interp._util.gguf_file import read_gguf_table
 
     return read_gguf_table(raw).data_start
 
 
 def _check_gguf(path: Path) -> None:
-    from interp.hf.gguf_file import read_gguf
+    from interp._util.gguf_file import read_gguf
 
     try:
         table = read_gguf(path)
@@ -408,6 +408,6 @@ def test_gguf_fixture_is_accepted(gguf_file, tmp_path):
     """The unmutated file loads: the fuzz above starts from a valid GGUF."""
     path = tmp_path / "m.gguf"
     path.write_bytes(gguf_file)
-    from interp.hf.gguf_file import read_gguf
+    from interp._util.gguf_file import read_gguf
 
     assert len(read_gguf(path).tensors) == 11

@@ -83,6 +83,30 @@ def stop_signals() -> Iterator[None]:
             signal.signal(sig, handler)
 
 
+class StopFlag:
+    """SIGINT/SIGTERM set a flag; the loop finishes its step, saves, and exits. A second SIGINT aborts."""
+
+    def __init__(self) -> None:
+        self.signal: str | None = None
+        self._previous: dict[int, object] = {}
+
+    def _handle(self, signum, frame) -> None:
+        request_stop(signum)   # what runs after this loop (an experiment's next run, a table) sees it too
+        if self.signal is not None and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        self.signal = signal.Signals(signum).name
+
+    def __enter__(self) -> StopFlag:
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+
 def die_with_parent(sig: int = signal.SIGTERM) -> None:
     """In a child process: receive `sig` when the parent dies (Linux PR_SET_PDEATHSIG), and exit at once if the
     parent is already gone (it may have died before this call). Harmless elsewhere."""
@@ -108,5 +132,5 @@ def kill_children(procs, sig: int = signal.SIGTERM) -> None:
                 os.kill(pid, sig)
 
 
-__all__ = ["Interrupted", "clear_stop", "die_with_parent", "exit_status", "kill_children", "raise_if_stopped",
+__all__ = ["Interrupted", "StopFlag", "clear_stop", "die_with_parent", "exit_status", "kill_children", "raise_if_stopped",
            "request_stop", "stop_requested", "stop_signals"]

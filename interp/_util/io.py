@@ -312,16 +312,19 @@ def file_fingerprint(path: PathLike, head_bytes: int = FINGERPRINT_HEAD_BYTES) -
     return digest.hexdigest()[:16]
 
 
-def file_sha256(path: PathLike) -> str:
-    """sha256 (64 hex) of a file's bytes, streamed: the one content hash of inputs, shards and weights."""
+def _stream_sha256(path: PathLike) -> str:
     with open(path, "rb") as f:
         return hashlib.file_digest(f, "sha256").hexdigest()
 
 
-def cached_file_sha256(path: PathLike, cache: Path) -> str:
-    """file_sha256, remembered in the folder `cache` (one small JSON per file) until the file's size or mtime
-    changes (a rewrite through os.replace, as every checkpoint save does, changes the mtime): batch keys hash
-    the same checkpoints on every rerun."""
+def file_sha256(path: PathLike, cache: PathLike | None = None) -> str:
+    """sha256 (64 hex) of a file's bytes, streamed: the one content hash of inputs, shards and weights.
+
+    cache: a folder where the digest is remembered (one small JSON per file) until the file's size or mtime
+    changes (a rewrite through os.replace, as every checkpoint save does, changes the mtime), so that the keys of
+    interp.jobs hash the same checkpoints once, not on every rerun."""
+    if cache is None:
+        return _stream_sha256(path)
     path = Path(path).resolve()
     stat = path.stat()  # FileNotFoundError names the file
     entry = Path(cache) / f"{hashlib.sha256(str(path).encode()).hexdigest()[:24]}.json"
@@ -332,7 +335,7 @@ def cached_file_sha256(path: PathLike, cache: Path) -> str:
     if (isinstance(cached, dict) and cached.get("path") == str(path) and cached.get("size") == stat.st_size
             and cached.get("mtime_ns") == stat.st_mtime_ns):
         return cached["sha256"]
-    digest = file_sha256(path)
+    digest = _stream_sha256(path)
     write_json_atomic(entry, {"path": str(path), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns,
                               "sha256": digest})
     return digest
@@ -439,6 +442,23 @@ def file_lock(path: PathLike) -> Iterator[None]:
         os.close(fd)  # closing releases the lock
 
 
+def lock_holder(path: PathLike) -> str | None:
+    """The pid written in an exclusive_lock file that a live process holds now, else None (no file, or nobody
+    holds it): `interp jobs status` tells a running task from an interrupted one. Never creates the file."""
+    path = Path(path)
+    if fcntl is None or not path.is_file() or path.is_symlink():
+        return None
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return os.pread(fd, 64, 0).decode(errors="replace").strip() or "?"
+        return None
+    finally:
+        os.close(fd)
+
+
 class LockHeld(OSError):
     """Another live process holds an exclusive lock; the message names the lock, the holder and the fix."""
 
@@ -476,6 +496,25 @@ PARTS_KIND_FILE = ".kind"   # in an OUT.parts folder: which command's rows its p
 _KIND_COLUMNS = {"eval": "task", "probe batch": "layer"}   # how parts from before the marker tell their kind
 
 
+def parts_kind(parts: PathLike) -> str | None:
+    """Which command's rows the parts folder holds: its marker, else (a folder from before the marker) what the
+    columns of its first readable part say; None when nothing tells."""
+    parts = Path(parts)
+    marker = parts / PARTS_KIND_FILE
+    if marker.is_file():
+        return marker.read_text(encoding="utf-8").strip()
+    import pyarrow.parquet as pq
+
+    for part in sorted(parts.glob("*.parquet"))[:1]:
+        try:
+            names = set(pq.read_schema(part).names)
+        except (OSError, ValueError):
+            continue
+        return next((k for k, column in _KIND_COLUMNS.items() if column in names and
+                     not any(c in names for o, c in _KIND_COLUMNS.items() if o != k)), None)
+    return None
+
+
 def claim_parts(parts: PathLike, kind: str, out: PathLike, *, mark: bool = True) -> None:
     """Mark the resumable parts folder of `out` as holding `kind` rows, or refuse it (InputError) when another
     command's table owns it: `interp eval --out X` and `interp batch --out X` both keep X.parts/, and a merge
@@ -483,17 +522,7 @@ def claim_parts(parts: PathLike, kind: str, out: PathLike, *, mark: bool = True)
     lock. A folder from before the marker is recognised by its parts' columns."""
     parts = Path(parts)
     marker = parts / PARTS_KIND_FILE
-    found = marker.read_text(encoding="utf-8").strip() if marker.is_file() else None
-    if found is None:
-        import pyarrow.parquet as pq
-
-        for part in sorted(parts.glob("*.parquet"))[:1]:
-            try:
-                names = set(pq.read_schema(part).names)
-            except (OSError, ValueError):
-                continue
-            found = next((k for k, column in _KIND_COLUMNS.items() if column in names and
-                          not any(c in names for o, c in _KIND_COLUMNS.items() if o != k)), None)
+    found = parts_kind(parts)
     if found is not None and found != kind:
         raise InputError(f"{parts} holds the parts of an `interp {found}` table, not of `interp {kind}`; both "
                          "commands keep their resumable parts in OUT.parts/, and merging one into the other would "

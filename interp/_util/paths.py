@@ -16,6 +16,9 @@ RESULT_FILE = "result.json"
 TOKENS_SUFFIX = ".bin"
 TOKENS_META_SUFFIX = ".json"
 
+# cache_dir(PRETRAINED_CACHE): dequantized GGUF models (interp.hf.cache) and the joined GGUF files they come from
+PRETRAINED_CACHE = "pretrained"
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 FIGURES_DIR = REPO_ROOT / "figures"
 

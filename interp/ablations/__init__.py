@@ -29,8 +29,10 @@ Scores are streamed: the pre-hook reduces each batch to per-neuron sums at once;
     loss.py        per-sequence losses, paired deltas with t-CIs
     run.py         run_pretrained_ablation: the experiment and its tidy table (COLUMNS)
     layers.py      per-layer causal effects: MLP skipped / mean-ablated, attention skipped (LayerEffects)
-    causal_table.py  those as rows of the probe table (`interp probe --causal`), the join, and the Spearman
-                   correlations of correlational with causal profiles (bootstrap CI over sequences)
+
+Those effects as rows of the probe table (`interp probe --causal`), the join and the Spearman correlations
+live in interp.causal, one layer above this package and interp.probes (this package imports probes, so probes
+cannot import it back); nothing here imports interp.causal.
 
 Names are exported lazily (interp._util.lazy): importing the package imports no submodule."""
 
@@ -65,14 +67,6 @@ _EXPORTS = {
     'layer_ablated': 'layers',
     'mlp_out_means': 'layers',
     'layer_effects': 'layers',
-    'JOIN_KEYS': 'causal_table',
-    'CAUSAL_CI': 'causal_table',
-    'causal_frame': 'causal_table',
-    'sequence_profiles': 'causal_table',
-    'add_causal_rows': 'causal_table',
-    'causal_data': 'causal_table',
-    'joined': 'causal_table',
-    'correlations': 'causal_table',
 }
 
 __getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)

@@ -35,7 +35,7 @@ DTYPES = {name: None if name == "float32" else torch_dtype(name) for name in DTY
 COLUMNS = ("model", "kind", "label", "group", "layers", "fraction", "selection", "seed", "layer",
            "n_neurons_removed", "loss", "delta", "delta_ci_low", "delta_ci_high", "n_tokens", "n_sequences",
            "seq_len", "score_tokens", "text_source", "text_sha256", "dtype", "fp32_baseline_loss", "device", "hardware",
-           "packages")
+           "versions")
 
 
 @dataclass
@@ -187,7 +187,7 @@ def run_pretrained_ablation(cfg: AblationConfig, loaded: Any = None,
     ran_on = model_device(loaded)
     forward_dtype = amp if amp is not None else model_dtype(loaded)
     df["device"], df["hardware"] = str(ran_on), hardware_label(ran_on, dtype=forward_dtype)
-    df["packages"] = versions_string()
+    df["versions"] = versions_string()   # the provenance column's one name, as in the probe and eval tables
     df = df.reindex(columns=list(COLUMNS))
     ref = getattr(loaded, "ref", None)
     if ref is not None and ref.kind == "hub":   # which revision of a hub model, and the commit it resolved to

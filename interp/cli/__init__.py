@@ -29,7 +29,7 @@ EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a tool killed 
 
 # Module names under interp.cli, in the order they appear in --help.
 COMMAND_MODULES = ("train", "probe", "models", "experiment", "ablate", "sweep", "batch", "eval", "figures", "export",
-                   "taper", "data", "report")
+                   "taper", "data", "report", "jobs")
 
 
 class OutPath(argparse.Action):

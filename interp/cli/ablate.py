@@ -3,6 +3,11 @@
     interp ablate smollm2-135m                          # early/middle/late thirds of SmolLM2 -> ./results/
     interp ablate runs/cosine --out results/cosine      # any model kind, ours included
     interp figures --recompute --only pretrained_ablation   # the committed figures/pretrained_capacity_ablation.*
+    interp ablate runs/a runs/b gpt2 --jobs 2           # many models into one resumable table (--table)
+
+Several MODELs, or --executor / --jobs, run the ablation as a job of interp.jobs (a model per target, local
+processes, torchrun ranks or a Slurm array: docs/scale.md) into one resumable table, --table (default
+OUT/ablation.parquet); `interp jobs status TABLE` and `interp jobs merge TABLE` work on it.
 
 MODEL comes first: a registry name, HF dir, .gguf file, hub id or TransformerLens name (MODEL@REV for a revision),
 or one of our checkpoints (a folder named like a KIND below: write ./groups). It trains nothing; the table and the
@@ -70,8 +75,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              title="MODEL, or one of the older KINDs (aliases)")
     model = kinds.add_parser(MODEL, prog=p.prog, usage=f"{p.prog} MODEL [options]",  # no help=: not listed as a KIND
                              description=__doc__.split("\n")[0])
-    model.add_argument("model", metavar="MODEL", help=_model_help())
+    model.add_argument("model", metavar="MODEL", nargs="+", help=_model_help() + "; several: one table of all")
     _add_ablation_arguments(model, exclude=("model",))
+    model.add_argument("--table", default=None, metavar="FILE",
+                       help="the resumable table of several models (default: OUT/ablation.parquet)")
+    from interp.cli.jobs import add_executor_arguments
+
+    add_executor_arguments(model)
     model.set_defaults(func=run_model, command="ablate")  # errors read "interp ablate: ..."
     pretrained = kinds.add_parser("pretrained", help="alias of `interp ablate MODEL` (--model MODEL)",
                                   description="Alias of `interp ablate MODEL` (kept for one release): "
@@ -113,6 +123,10 @@ def run_model(args: argparse.Namespace) -> int:
     from analyses import pretrained_ablation as pa
     from analyses import read_table
 
+    models = args.model if isinstance(args.model, list) else [args.model]
+    if len(models) > 1 or getattr(args, "executor", None) is not None or getattr(args, "jobs", None) is not None:
+        return run_many(args, models)
+    args.model = models[0]
     cfg = pretrained_config(args)
     out = Path(args.out)
     check_output_dir(out, args.out_flag)
@@ -125,6 +139,35 @@ def run_model(args: argparse.Namespace) -> int:
     for path in [out / pa.TABLE, *paths]:
         print(f"wrote {path}")
     return 0
+
+
+def run_many(args: argparse.Namespace, models: list[str]) -> int:
+    """Several models (or an executor): interp.ablations.many, one table; a summary per model."""
+    import pandas as pd
+
+    from analyses import pretrained_ablation as pa
+    from interp.ablations.many import ManyConfig, run_many as run
+    from interp.cli.jobs import executor_from_args
+
+    args.model = models[0]
+    cfg = ManyConfig(models=models, ablation=pretrained_config(args), execution=executor_from_args(args),
+                     out=str(args.table or Path(args.out) / "ablation.parquet"))
+    result = run(cfg)
+    if result.executor == "slurm" and result.table is None and not result.failed_tasks:
+        print(f"[ablate] submitted Slurm job {result.job_ids[0].split('_')[0]}; `interp jobs status {cfg.out}`, "
+              f"then `interp jobs merge {cfg.out}`")
+        return 0
+    table = result.table
+    for spec, rows in ([] if table is None else table[table["status"] == "ok"].groupby("model_spec", sort=False)):
+        with pd.option_context("display.width", 200, "display.float_format", "{:+.4f}".format):
+            print(f"{spec}:\n{pa.summarize(rows).to_string()}")
+    for index, error in result.failed_tasks:
+        print(f"interp ablate: task {index} did not finish: {error}; rerun the same command", file=sys.stderr)
+    for spec, error in result.failed:
+        print(f"interp ablate: {spec} failed: {error}", file=sys.stderr)
+    if table is not None:
+        print(f"wrote {cfg.out}")
+    return 0 if result.ok else 1
 
 
 def run_architectures(args: argparse.Namespace, command: str = "interp ablate architectures") -> int:

@@ -6,8 +6,9 @@ model (unless identical to the last step); an HF dir or .gguf -> itself; any oth
 of those kinds below it. `--dry-run` lists what a PATH expands to. Rows are written per checkpoint to
 OUT.parts/ and OUT is rebuilt from them; checkpoints already analysed with the same settings are
 skipped. Failed checkpoints get a status="failed" row and make the exit status 1.
-Under torchrun (or with RANK/WORLD_SIZE set) each rank takes every WORLD_SIZE-th checkpoint; see
-interp/probes/batch.py for how the shards are merged (`--merge-only`).
+--executor local --jobs N runs N processes here; under torchrun (or with RANK/WORLD_SIZE set) each rank takes every
+WORLD_SIZE-th checkpoint; --executor slurm submits an array job (docs/scale.md). `interp jobs status OUT` shows
+each checkpoint's state, `interp jobs merge OUT` rebuilds the table (`--merge-only` is its older name).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from interp._util.config import add_arguments, given_options
+from interp.cli.jobs import add_executor_arguments, executor_from_args
 from interp.cli.probe import PROBE_GROUP, add_loader_arguments
 
 if TYPE_CHECKING:
@@ -26,7 +28,7 @@ if TYPE_CHECKING:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     from interp.probes import batch, config  # torch-free: --help stays fast
-    from interp.probes.expand import CHECKPOINTS_HELP
+    from interp.jobs.targets import CHECKPOINTS_HELP
 
     parser = subparsers.add_parser("batch", help="probe many checkpoints into one resumable table",
                                    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -46,10 +48,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--follow-symlinks", action="store_true",
                         help="follow symlinks that lead out of a PATH's tree (each directory is visited once)")
     parser.add_argument("--csv", action="store_true", help="also write OUT as CSV beside the parquet file")
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("--no-progress", action="store_true", help="no line per checkpoint on stderr")
     parser.add_argument("--merge-only", action="store_true",
-                        help="only rebuild OUT from OUT.parts/ (after sharded ranks without a process group)")
+                        help="alias of `interp jobs merge OUT`: only rebuild OUT from OUT.parts/")
     parser.add_argument("--dry-run", action="store_true", help="list what the PATHs expand to and exit")
+    add_executor_arguments(parser)
     parser.set_defaults(func=run)
 
 
@@ -63,41 +66,46 @@ def config_from_args(args: argparse.Namespace) -> BatchConfig:
     return BatchConfig(paths=list(args.paths), out=str(args.out), probe=probe, csv=args.csv,
                        progress=not args.no_progress, threads=args.threads, follow_symlinks=args.follow_symlinks,
                        checkpoints=args.checkpoints, trust_remote_code=args.trust_remote_code,
-                       revision=args.revision, revisions=args.revisions)
+                       revision=args.revision, revisions=args.revisions, execution=executor_from_args(args))
 
 
 def run(args: argparse.Namespace) -> int:
-    from interp.probes import batch
+    from interp.jobs.targets import expand_paths, select_checkpoints
+    from interp import causal   # run_batch: interp.probes.batch's, with the causal rows joined under --causal
 
-    if args.merge_only:
-        df = batch.merge_only(args.out, csv=args.csv)
-        print(f"[batch] merged {len(df)} rows from {batch.parts_dir(args.out)} into {args.out}")
-        return _report_failed_rows(df)
+    if args.merge_only:   # the older name of `interp jobs merge OUT`
+        from interp.cli.jobs import run_merge
+
+        args.merge_default = "probe batch"
+        return run_merge(args)
     if args.dry_run:
-        for t in batch.select_checkpoints(batch.expand_paths(args.paths, follow_symlinks=args.follow_symlinks,
-                                                             revision=args.revision, revisions=args.revisions),
-                                          args.checkpoints):
+        for t in select_checkpoints(expand_paths(args.paths, follow_symlinks=args.follow_symlinks,
+                                                 revision=args.revision, revisions=args.revisions),
+                                    args.checkpoints):
             step = "" if t.step != t.step else f" step={int(t.step)}"
             commit = f" commit={t.commit[:12]}" if t.commit else ""
             print(f"{t.kind:<10} {t.path}{f' run={t.run}' if t.run else ''}{step}{commit}")
         return 0
-    result = batch.run_batch(config_from_args(args))
-    print(f"[batch] rank {result.rank}/{result.world_size}: {len(result.analysed)} analysed, "
+    result = causal.run_batch(config_from_args(args))
+    jobs = result.jobs
+    if jobs is not None and jobs.executor == "slurm" and jobs.table is None and not jobs.failed_tasks:
+        print(f"[batch] submitted Slurm job {jobs.job_ids[0].split('_')[0]} ({len(jobs.job_ids)} task(s)); "
+              f"`interp jobs status {args.out}`, then `interp jobs merge {args.out}`")
+        return 0
+    where = f"rank {result.rank}/{result.world_size}" if jobs is None or jobs.executor == "torchrun" else \
+        f"{jobs.executor}, {max(1, len(jobs.tasks) + len(jobs.failed_tasks))} task(s)"
+    print(f"[batch] {where}: {len(result.analysed)} analysed, "
           f"{len(result.skipped)} skipped (already in the table), {len(result.failed)} failed"
           + (f"; {result.positions_per_s:,.0f} positions/s; probing {result.probe_s:.1f} s of "
              f"{result.elapsed_s:.1f} s" if result.analysed else ""))
     if result.out is not None:
         print(f"[batch] wrote {result.out} ({len(result.table)} rows)")
+    if jobs is not None:
+        for index, error in jobs.failed_tasks:
+            print(f"interp batch: task {index} did not finish: {error}; rerun the same command to finish it",
+                  file=sys.stderr)
     if result.failed:
         print(f"interp batch: {len(result.failed)} checkpoint(s) failed:", file=sys.stderr)
         for path, error in result.failed:
             print(f"  {path}: {error}", file=sys.stderr)
-        return 1
-    return 0
-
-
-def _report_failed_rows(df) -> int:
-    failed = df[df["status"] == "failed"] if "status" in df.columns else df.iloc[:0]
-    for row in failed.itertuples():
-        print(f"  failed: {row.path}: {row.error}", file=sys.stderr)
-    return 1 if len(failed) else 0
+    return 0 if result.ok else 1

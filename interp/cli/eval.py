@@ -17,6 +17,7 @@ import math
 from typing import TYPE_CHECKING
 
 from interp._util.config import add_arguments, dataclass_from_args
+from interp.cli.jobs import add_executor_arguments, executor_from_args
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -35,6 +36,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("models", nargs="+", metavar="MODEL",
                         help="registry name, .gguf file, HF dir, checkpoint dir, run dir or folder of them")
     add_arguments(parser.add_argument_group(EVAL_GROUP), config.EvalConfig)
+    add_executor_arguments(parser)
     parser.set_defaults(func=run)
     _register_experiment(subparsers)
 
@@ -50,7 +52,7 @@ def _register_experiment(subparsers: argparse._SubParsersAction) -> None:
 def config_from_args(args: argparse.Namespace) -> EvalConfig:
     from interp.evals.config import EvalConfig
 
-    return dataclass_from_args(EvalConfig, args, models=list(args.models))
+    return dataclass_from_args(EvalConfig, args, models=list(args.models), execution=executor_from_args(args))
 
 
 def summary(df: pd.DataFrame) -> str:
@@ -76,16 +78,24 @@ def run(args: argparse.Namespace) -> int:
     cfg = config_from_args(args)
     check_outputs(cfg.out, cfg.csv)   # the table, its parts folder and OUT.csv: before any model loads
     result = run_eval(cfg)
+    jobs = result.jobs
+    if jobs is not None and jobs.executor == "slurm" and jobs.table is None and not jobs.failed_tasks:
+        print(f"[eval] submitted Slurm job {jobs.job_ids[0].split('_')[0]} ({len(jobs.job_ids)} task(s)); "
+              f"`interp jobs status {cfg.out}`, then `interp jobs merge {cfg.out}`")
+        return 0
     print(f"[eval] {len(result.evaluated)} pair(s) evaluated, {len(result.skipped)} skipped (already in the "
           f"table), {len(result.failed)} failed")
     if result.table is not None and len(result.table):
         print(summary(result.table))
-    print(f"[eval] wrote {result.out}")
-    if result.failed:
-        import sys
+    if result.out is not None:
+        print(f"[eval] wrote {result.out}")
+    import sys
 
+    for index, error in jobs.failed_tasks if jobs is not None else ():
+        print(f"interp eval: task {index} did not finish: {error}; rerun the same command to finish it",
+              file=sys.stderr)
+    if result.failed:
         print(f"interp eval: {len(result.failed)} model/task pair(s) failed:", file=sys.stderr)
         for model, task, error in result.failed:
             print(f"  {model} / {task}: {error}", file=sys.stderr)
-        return 1
-    return 0
+    return 0 if result.ok else 1

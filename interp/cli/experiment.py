@@ -273,6 +273,9 @@ def add_eval_arguments(p: argparse.ArgumentParser, module: ModuleType, legacy: b
                         help=f"a field of {module.__name__}.Config (JSON), e.g. --set limit=50")
     shared.add_argument("--dry-run", action="store_true", help="list the runs that would be evaluated; evaluate "
                                                                 "nothing")
+    from interp.cli.jobs import add_executor_arguments
+
+    add_executor_arguments(p)
 
 
 def eval_config(args: argparse.Namespace, command: str) -> Any:
@@ -280,7 +283,9 @@ def eval_config(args: argparse.Namespace, command: str) -> Any:
 
     given = {"runs": args.runs} if args.runs is not None else {}
     given |= {"out": args.eval_table} if args.eval_table is not None else {}
-    return dataclass_from_args(dg.Config, args, exclude=("runs", "out"),
+    from interp.cli.jobs import executor_from_args
+
+    return dataclass_from_args(dg.Config, args, exclude=("runs", "out"), execution=executor_from_args(args),
                                **{**given, **parse_set_overrides(args.set, command, dg.Config)})
 
 

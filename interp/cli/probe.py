@@ -119,7 +119,12 @@ def run(args: argparse.Namespace) -> int:
         check_output(out.with_suffix(".csv"), (".csv",), flag="--csv")
         check_output_file(out.with_suffix(".csv"), "--csv")
     cfg = probe_config(args).validate()
-    from interp.probes import probe, save_table
+    from interp.probes import save_table
+
+    if cfg.causal:   # joined one layer above probes and ablations: interp.probes.probe refuses causal=True
+        from interp.causal import probe
+    else:
+        from interp.probes import probe
 
     if args.threads:
         import torch

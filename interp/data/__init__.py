@@ -1,6 +1,8 @@
-"""Offline data, one module per stage: corpora.py (corpora -> documents -> held-out split), tokenizers.py
-(trained BPE or local tokenizers behind TextTokenizer), tokens.py (cached token files, TokenData batches);
-integrity.py (content hashes of the cache entries, verified on load).
+"""Offline data, one module per stage: documents.py (documents, their ids and the hash split; the packaged corpora
+and user files), corpora.py (every corpus by name, the built english one included: english/), text.py (a text of
+the user's choice), tokenizers.py (trained BPE or local tokenizers behind TextTokenizer), tokens.py (cached token
+files, TokenData batches); integrity.py (content hashes of the cache entries, verified on load); evalsets.py and
+contamination.py (the evaluation sets, and the 13-gram overlap of training text with them).
 
 Corpora at scale (`interp data`, docs/data.md): config.py (TokenizeConfig, TrainTokenizerConfig), sources.py
 (streaming readers and document ids), shards.py (the tokenized folder: shards + manifest, and its reader for
@@ -11,24 +13,26 @@ Names are exported lazily (interp._util.lazy): importing the package imports no 
 from interp._util.lazy import lazy_exports
 
 _EXPORTS = {
-    # corpora -> documents -> split
-    'CORPORA': 'corpora',
-    'SPLITS': 'corpora',
-    'HASH_BUCKETS': 'corpora',
-    'CHUNK_CHARS': 'corpora',
-    'TEXT_SUFFIXES': 'corpora',
-    'Document': 'corpora',
+    # documents -> split; corpora by name; a text of the user's choice
+    'CORPORA': 'documents',
+    'SPLITS': 'documents',
+    'HASH_BUCKETS': 'documents',
+    'CHUNK_CHARS': 'documents',
+    'TEXT_SUFFIXES': 'documents',
+    'Document': 'documents',
+    'read_documents': 'documents',
+    'read_text_file': 'documents',
+    'strip_gutenberg': 'documents',
+    'chunk_text': 'documents',
+    'documents_hash': 'documents',
+    'is_validation': 'documents',
+    'split_documents': 'documents',
+    'no_validation_advice': 'documents',
+    'source_label': 'documents',
     'load_documents': 'corpora',
-    'read_text_file': 'corpora',
-    'strip_gutenberg': 'corpora',
-    'chunk_text': 'corpora',
-    'documents_hash': 'corpora',
-    'is_validation': 'corpora',
-    'split_documents': 'corpora',
-    'no_validation_advice': 'corpora',
     'load_split': 'corpora',
     'heldout_text': 'corpora',
-    'source_label': 'corpora',
+    'load_text': 'text',
     # tokenizers
     'EOS_TOKEN': 'tokenizers',
     'TOKENIZER_FILE': 'tokenizers',

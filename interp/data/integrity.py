@@ -20,18 +20,25 @@ hashes were stored get theirs on first use (their content is trusted once; the o
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 from pathlib import Path
 
 from interp._util.errors import InputError
 from interp._util.io import file_sha256, write_text_atomic
+from interp._util.provenance import package_versions
 
 CONTENT_FIELD = "content"
 
 
 class CacheEntryError(InputError):
     """A cache entry's file differs from what was recorded when it was written; the message names the fix."""
+
+
+def created_with() -> dict[str, str]:
+    """Package versions stored beside every tokenizer, token file and corpus this package writes."""
+    return {**package_versions(), "tokenizers": importlib.metadata.version("tokenizers")}
 
 
 def delete_fix(folder: Path) -> str:

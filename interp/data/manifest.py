@@ -18,7 +18,7 @@ from typing import Any
 from interp._util.errors import InputError
 from interp._util.io import json_sha256, read_json
 from interp._util.schema import Check, Field, Schema, inside, list_of
-from interp.data.corpora import SPLITS
+from interp.data.documents import SPLITS
 from interp.data.tokens import token_dtype
 
 MANIFEST_FILE = "manifest.json"

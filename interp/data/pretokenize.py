@@ -42,7 +42,7 @@ from interp._util.io import (
     write_text_atomic,
 )
 from interp.data.config import TokenizeConfig
-from interp.data.corpora import CHUNK_CHARS
+from interp.data.documents import CHUNK_CHARS
 from interp.data.shards import (
     MANIFEST_FILE,
     SHARD_FORMAT,

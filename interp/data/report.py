@@ -55,11 +55,12 @@ def contamination_rows(manifest: dict) -> tuple[list[dict], list[dict]]:
     """(rows corpus x source x eval set, overlapping documents) for the existing corpora and english (before
     its contaminated documents were removed, i.e. what was found and taken out)."""
     from interp.data import contamination
+    from interp.data.corpora import load_documents
 
     index = contamination.build_index(contamination.eval_texts())
     rows, docs = [], []
     for name in EXISTING:
-        summary, hits = contamination.corpus_overlap(name, index)
+        summary, hits = contamination.corpus_overlap(name, load_documents(name), index)
         rows += [{"corpus": name, **r} for r in summary]
         docs += [{"corpus": name, "doc_id": h.doc_id, "eval_set": h.eval_set, "n_ngrams": h.n_ngrams,
                   "eval_docs": " ".join(map(str, h.eval_docs)), "example": h.example, "action": "kept (frozen corpus)"}

@@ -50,8 +50,8 @@ from interp._util.io import (
     write_json_atomic,
 )
 from interp._util.paths import TOKENS_META_SUFFIX, TOKENS_SUFFIX, cache_dir
-from interp.data.corpora import SPLITS, is_validation
-from interp.data.integrity import CONTENT_FIELD, content_record
+from interp.data.documents import SPLITS, is_validation
+from interp.data.integrity import CONTENT_FIELD, content_record, created_with
 from interp.data.manifest import (  # noqa: F401 (re-exported: the folder's public names)
     MANIFEST_FILE,
     MANIFEST_FORMAT,
@@ -61,7 +61,7 @@ from interp.data.manifest import (  # noqa: F401 (re-exported: the folder's publ
     read_manifest,
 )
 from interp.data.sources import DOC_IDS, CorruptInput, Input, InputReport, read_input
-from interp.data.tokenizers import TextTokenizer, created_with
+from interp.data.tokenizers import TextTokenizer
 from interp.data.tokens import (
     ENCODE_BATCH_DOCS,
     TOKENS_FORMAT,

@@ -1,6 +1,6 @@
 """Streaming readers: SOURCE arguments -> input files -> documents (id, text), never a whole corpus in memory.
 
-Input kinds and the document id of each (the id decides train/val by interp.data.corpora.is_validation, so it
+Input kinds and the document id of each (the id decides train/val by interp.data.documents.is_validation, so it
 must depend only on what the document is and where it sits in its input, never on shards, workers or machines):
 
 | input | kind | one document per | id |
@@ -16,7 +16,7 @@ folder SOURCE; a dataset's name is its folder's name (or relative path), plus ``
 and row indices count from 0 over every line/row of the input (blank, bad and empty ones too), so an id never
 shifts when another line is repaired. ``--id-field F`` uses the record's own F instead (jsonl, parquet, arrow).
 The two text kinds give exactly the ids ``interp train --source`` gives the same file or folder
-(interp.data.corpora), so both paths hold out the same documents.
+(interp.data.documents), so both paths hold out the same documents.
 
 A corrupt input (bad gzip/zstd stream, truncated file, unreadable parquet/arrow, text that is not UTF-8) raises
 CorruptInput: the shard writer drops what it had read of that input, records why and goes on. A bad JSON line
@@ -37,7 +37,7 @@ from pathlib import Path
 
 from interp._util.errors import InputError
 from interp._util.io import file_sha256
-from interp.data.corpora import (
+from interp.data.documents import (
     _GUTENBERG_END,
     _GUTENBERG_START,
     CHUNK_CHARS,
@@ -452,8 +452,8 @@ def _arrow(inp: Input, text_field: str, id_field: str | None, report: InputRepor
 # ---------------------------------------------------------------------------- a text file, chunked, streamed
 
 def _text_chunks(inp: Input, text_field: str, id_field: str | None, report: InputReport, hashed) -> Documents:
-    """corpora._file_documents without holding the file: pass 1 finds the Gutenberg markers (and hashes), pass 2
-    cuts the lines between them into the chunks corpora.chunk_text would cut, with the same ids."""
+    """documents.file_documents without holding the file: pass 1 finds the Gutenberg markers (and hashes), pass 2
+    cuts the lines between them into the chunks documents.chunk_text would cut, with the same ids."""
     with open(inp.path, "rb") as f:
         if f.read(2) in (b"\xff\xfe", b"\xfe\xff"):
             raise CorruptInput(f"input {inp.path!r} is UTF-16 text; convert it to UTF-8: iconv -f utf-16 -t utf-8")
@@ -513,7 +513,7 @@ def _between(path: str, start: int | None, end: int | None) -> Iterator[str]:
 
 
 def stream_chunks(lines: Iterable[str], chunk_chars: int = CHUNK_CHARS) -> Iterator[str]:
-    """corpora.chunk_text over lines as they come: the same chunks, empty ones included (callers drop them)."""
+    """documents.chunk_text over lines as they come: the same chunks, empty ones included (callers drop them)."""
     group: list[str] = []
     size = 0
     for line in lines:

@@ -24,7 +24,8 @@ from pathlib import Path
 from interp._util.errors import InputError
 from interp._util.io import TEMP_SUFFIX, atomic_write, check_output, exclusive_lock, read_json, remove_stale_temps
 from interp.data.config import TrainTokenizerConfig
-from interp.data.corpora import is_validation
+from interp.data.documents import is_validation
+from interp.data.integrity import created_with
 from interp.data.sources import CorruptInput, InputReport, discover, missing_fields, read_input
 from interp.data.tokenizers import (
     BPE_TRAINER,
@@ -32,7 +33,6 @@ from interp.data.tokenizers import (
     TOKENIZER_CONFIG_FILE,
     TOKENIZER_FILE,
     TOKENIZER_META_FILE,
-    created_with,
     get_tokenizer,
     train_bpe,
 )

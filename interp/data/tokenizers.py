@@ -6,7 +6,6 @@ entry's meta.json (interp.data.integrity) and, for a BPE, against the vocabulary
 
 from __future__ import annotations
 
-import importlib.metadata
 import importlib.util
 import json
 import os
@@ -18,6 +17,7 @@ from pathlib import Path
 
 import tokenizers
 
+from interp._util.gguf_file import check_gguf
 from interp._util.io import (
     file_fingerprint,
     file_lock,
@@ -26,14 +26,10 @@ from interp._util.io import (
     write_text_atomic,
 )
 from interp._util.paths import cache_dir
-from interp._util.provenance import package_versions
-from interp.data.corpora import (
-    documents_hash,
-    load_split,
-    looks_like_path,
-    source_label,
-)
-from interp.data.integrity import CacheEntryError, delete_fix, read_meta, verify_content
+from interp.data.corpora import load_split
+from interp.data.documents import documents_hash, looks_like_path, source_label
+from interp.data.integrity import CacheEntryError, created_with, delete_fix, read_meta, verify_content
+from interp.data.registry import REGISTRY
 
 EOS_TOKEN = "<|endoftext|>"  # the document separator of a trained BPE (id 0)
 TOKENIZER_FILE = "tokenizer.json"
@@ -100,8 +96,6 @@ def get_tokenizer(name: str | TextTokenizer = "bpe", vocab_size: int = 8192, sou
         return _gguf_tokenizer(_smollm2_gguf(), "smollm2")
     if name == "gpt2":
         return _gpt2_tokenizer()
-    from interp.hf.registry import REGISTRY   # torch-free: locates files only
-
     if name in REGISTRY:   # a registry model's own tokenizer, from its GGUF file
         entry = REGISTRY[name]
         if not entry.installed():
@@ -203,8 +197,6 @@ def _gguf_tokenizer(gguf: Path, name: str) -> TextTokenizer:
     """Tokenizer of a GGUF file: parsed by transformers once (~6 s), then read from the cache (~0.1 s)."""
     if not gguf.is_file():
         raise FileNotFoundError(f"GGUF file {str(gguf)!r} not found")
-    from interp.hf.gguf_file import check_gguf
-
     check_gguf(gguf)  # a truncated file: one line naming it, not struct.error from the parser
     folder = cache_dir("tokenizers", f"gguf-{gguf.stem}-{file_fingerprint(gguf)}")
     with file_lock(folder / ".lock"):
@@ -289,8 +281,3 @@ def _separator_id(backend: tokenizers.Tokenizer, config: dict, where: str) -> in
             return backend.token_to_id(token)
     raise ValueError(f"tokenizer {where!r} has neither {EOS_TOKEN!r} nor an eos_token in "
                      f"{TOKENIZER_CONFIG_FILE}: documents need a separator token; add one")
-
-
-def created_with() -> dict[str, str]:
-    """Package versions stored beside every tokenizer and token file this package writes."""
-    return {**package_versions(), "tokenizers": importlib.metadata.version("tokenizers")}

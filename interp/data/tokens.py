@@ -20,11 +20,11 @@ import numpy as np
 
 from interp._util.io import atomic_write, file_lock, json_sha256, safe_open, write_text_atomic
 from interp._util.paths import TOKENS_META_SUFFIX, TOKENS_SUFFIX, cache_dir
-from interp.data.corpora import (
+from interp.data.corpora import load_documents
+from interp.data.documents import (
     SPLITS,
     Document,
     documents_hash,
-    load_documents,
     no_validation_advice,
     source_label,
     split_documents,
@@ -33,11 +33,12 @@ from interp.data.integrity import (
     CONTENT_FIELD,
     CacheEntryError,
     content_record,
+    created_with,
     delete_fix,
     read_meta,
     verify_content,
 )
-from interp.data.tokenizers import TextTokenizer, created_with, get_tokenizer
+from interp.data.tokenizers import TextTokenizer, get_tokenizer
 
 if TYPE_CHECKING:  # torch is imported where batches are made: tokenizing a corpus (interp.data.shards) needs none
     import torch

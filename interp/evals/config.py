@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from interp._util.config import comma_list, option, reject_unknown_keys
@@ -12,7 +12,8 @@ from interp._util.devices import (check_device_name, device_map_option, device_o
                                   parse_device_map)
 from interp._util.errors import InputError
 from interp.evals.niah import DEFAULT_LENGTHS, DEFAULT_SAMPLES, TOKENS_TO_GENERATE
-from interp.probes.expand import CHECKPOINTS_HELP, parse_checkpoints
+from interp.jobs.executors import ExecutorConfig
+from interp.jobs.targets import CHECKPOINTS_HELP, parse_checkpoints
 
 
 def _limit(text: str) -> int | None:
@@ -59,6 +60,11 @@ class EvalConfig:
     device: str = device_option()
     model_dtype: str = model_dtype_option()
     device_map: str | None = device_map_option()
+    execution: ExecutorConfig = field(default_factory=ExecutorConfig, metadata={"cli": False})   # where tasks run
+
+    def __post_init__(self) -> None:
+        if isinstance(self.execution, dict):
+            self.execution = ExecutorConfig(**self.execution)
 
     def validate(self) -> None:
         """Cheap checks before any file is read (InputError naming the flag)."""
@@ -87,6 +93,7 @@ class EvalConfig:
             parse_checkpoints(self.checkpoints)
         except ValueError as err:
             raise InputError(str(err).split(": ", 1)[1], field="--checkpoints") from None
+        self.execution.validate()
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -3,7 +3,7 @@
     result = run_eval(EvalConfig(models=["smollm2-135m", "runs/cosine"], tasks="paper", limit=200))
 
 MODEL expansion: a registry name stays itself (loaded through its dequantized cache); any path expands as
-`interp batch` expands it (interp.probes.batch.expand_paths): a run directory -> its step checkpoints, then
+`interp batch` expands it (interp.jobs.targets.expand_paths): a run directory -> its step checkpoints, then
 the final model, so a folder of step checkpoints gives evaluation over training; a folder -> every model
 below it. One model is in memory at a time, and it is loaded only when one of its pairs is missing.
 
@@ -14,6 +14,9 @@ A rerun skips pairs whose part exists, so an interrupted eval resumes where it s
 rebuilt from the parts. A pair that fails (a tokenizer that cannot encode the task text, a model that cannot
 load) writes one status="failed" row to OUT.parts/failed-<key>.parquet and the others go on; a rerun tries it
 again and drops the failure row when it succeeds.
+
+Many models: the evaluation is a job of interp.jobs (a model is a target), so `--executor local --jobs N`,
+torchrun ranks and Slurm array tasks each take every N-th model; each task holds OUT.parts/.rank<i>.lock.
 """
 
 from __future__ import annotations
@@ -31,13 +34,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from interp._util.errors import USER_ERRORS, InputError, one_line
-from interp._util.io import check_output, claim_parts, exclusive_lock, json_sha256
+from interp._util.io import claim_parts, exclusive_lock, json_sha256
 from interp._util.paths import CONFIG_FILE
 from interp.evals import table
 from interp.evals.config import EvalConfig
 from interp.evals.niah import VARIANTS as NIAH_VARIANTS
 from interp.evals.tasks import parse_tasks, require_packages, task_manager
 from interp.hf.registry import REGISTRY
+from interp.jobs.executors import JobsResult, execute
+from interp.jobs.keys import definition_sha256, sha256_cached, weights_sha256
+from interp.jobs.parts import FAILED_PREFIX, check_table_outputs, part_files, parts_dir, task_lock, write_part
+from interp.jobs.runner import Outcome
+from interp.jobs.targets import Target, expand_paths, hub_targets, select_checkpoints
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -56,7 +64,7 @@ class EvalTarget:
     run: str = ""
     step: float = math.nan
     label: str = ""       # our checkpoints' config.json label ("uniform", "cosine 1.5->0.5")
-    batch_target: Any = None   # interp.probes.batch.Target of a path (hashes its weights)
+    batch_target: Target | None = None   # interp.jobs.targets.Target of a path (hashes its weights)
     commit: str = ""      # a hub model's: the commit its revision resolved to
 
     def model_key(self) -> str:
@@ -69,24 +77,20 @@ class EvalTarget:
             return f"hub:{self.spec.rpartition('@')[0]}@{self.commit}"
         if self.batch_target is None:
             return f"{self.kind}:{self.spec}"
-        from interp.probes.batch import file_sha256, weights_sha256
-        from interp.probes.expand import definition_sha256
-
         folder = Path(self.spec)
         if self.kind == "hf_dir":  # config.json too: the same weights under another architecture are another model
             return hashlib.sha256(f"{weights_sha256(self.batch_target)} {definition_sha256(self.batch_target)}"
                                   .encode()).hexdigest()
         beside = [folder / CONFIG_FILE] if self.kind == "checkpoint" else []
-        return hashlib.sha256(" ".join([weights_sha256(self.batch_target), *map(file_sha256, beside)]).encode()
+        return hashlib.sha256(" ".join([weights_sha256(self.batch_target), *map(sha256_cached, beside)]).encode()
                               ).hexdigest()
 
 
 def expand_targets(models: list[str], checkpoints: str = "all", revision: str | None = None) -> list[EvalTarget]:
     """The models that MODEL arguments stand for (module docstring), each once, in order; `checkpoints` picks
-    which checkpoints of each run (interp.probes.expand.select_checkpoints); `revision` applies to hub models
+    which checkpoints of each run (interp.jobs.targets.select_checkpoints); `revision` applies to hub models
     (a hub model is keyed by the commit its revision resolves to, so two revisions never share a row)."""
     from interp.hf.resolve import resolve_model
-    from interp.probes.batch import expand_paths, select_checkpoints
 
     targets: list[EvalTarget] = []
     for spec in models:
@@ -98,8 +102,6 @@ def expand_targets(models: list[str], checkpoints: str = "all", revision: str | 
                                 str(t.path) if t.kind == "checkpoint" else "", t.run, t.step, t.label, t)
                      for t in expand_paths([spec])]
         else:
-            from interp.probes.expand import hub_targets
-
             found = [EvalTarget(f"{t.hub_id}@{t.revision}", "hub", spec if "@" in spec or not revision
                                 else f"{spec}@{revision}", run=t.hub_id, step=t.step, commit=t.commit)
                      for t in hub_targets(spec, revision)]   # a hub id; anything else raises with the fix
@@ -117,10 +119,11 @@ class EvalResult:
     failed: list[tuple[str, str, str]] = field(default_factory=list)  # (model, task, error)
     out: Path | None = None
     table: pd.DataFrame | None = None
+    jobs: JobsResult | None = None   # what each task did, the Slurm job ids, tasks that died
 
     @property
     def ok(self) -> bool:
-        return not self.failed
+        return not self.failed and not (self.jobs and self.jobs.failed_tasks)
 
 
 def _lm_dtype(lm: Any) -> str:
@@ -148,14 +151,27 @@ def check_outputs(out: str | Path, csv: bool = False) -> None:
     """InputError before any model loads when the table OUT, its parts folder OUT.parts/ or OUT.csv cannot be
     written: a folder where the table goes (or a file where the parts folder goes), a symbolic link, a path under
     a file, no write permission. Each names the flag (--out, --csv)."""
-    check_output(out, "--out", folder=False)
-    check_output(table.parts_dir(out), "--out", folder=True)
-    if csv:
-        check_output(Path(out).with_suffix(".csv"), "--csv", folder=False)
+    check_table_outputs(out, csv)
+
+
+def merge_only(out: str | Path, csv: bool = False) -> pd.DataFrame:
+    """`interp jobs merge OUT` for an eval table: rebuild it under task 0's lock."""
+    check_outputs(out, csv)
+    if not part_files(out):
+        raise FileNotFoundError(f"{parts_dir(out)}: no parts to merge; run `interp eval MODEL... --out {out}` first")
+    claim_parts(parts_dir(out), EvalRunner.kind, out, mark=False)
+    with exclusive_lock(task_lock(out, 0), f"the eval table {out}"):
+        return table.merge(out, csv=csv)
 
 
 class EvalRunner:
-    """EvalRunner(cfg).run(): every missing model/task pair, one model in memory at a time, then merge."""
+    """EvalRunner(cfg).run(): every missing model/task pair, one model in memory at a time, then merge; a job of
+    interp.jobs whose targets are the models."""
+
+    kind = "eval"
+    prefix = "[eval]"
+    what = "the eval table"
+    progress = True
 
     def __init__(self, cfg: EvalConfig):
         cfg.validate()
@@ -174,14 +190,16 @@ class EvalRunner:
                              fix="pass --text hf:DATASET[:CONFIG[:SPLIT[:COLUMN]]], wikitext-2, a corpus or a file")
         require_packages(self.tasks)
         self.out = Path(cfg.out)
-        self.parts = table.parts_dir(self.out)
+        self.parts = parts_dir(self.out)
         self._data_sha: dict[str, str] = {}
 
     # ------------------------------------------------------------------ keys
     def data_sha256(self, task: str) -> str:
         """The sha256 of the files a local set is read from ("" for generated needle tasks)."""
         if task not in self._data_sha:
-            from interp.evals.data import TEXT_TASK, data_sha256, text_set
+            from interp.data.evalsets import data_sha256
+            from interp.data.text import text_set
+            from interp.evals.data import TEXT_TASK
 
             self._data_sha[task] = ("" if task in NIAH_VARIANTS else text_set(self.cfg.text).sha256
                                     if task == TEXT_TASK else data_sha256(task))
@@ -204,28 +222,39 @@ class EvalRunner:
     def pair_key(model_key: str, settings: dict[str, Any]) -> str:
         return hashlib.sha256(f"{model_key}|{json_sha256(settings)}".encode()).hexdigest()[:20]
 
-    # ------------------------------------------------------------------ the loop
-    def run(self) -> EvalResult:
+    # ------------------------------------------------------------------ the job
+    def plan(self) -> list[EvalTarget]:
+        return expand_targets(self.cfg.models, self.cfg.checkpoints, self.cfg.revision)
+
+    def prepare(self) -> None:
         if self.cfg.threads:
             import torch
 
             torch.set_num_threads(self.cfg.threads)
         os.environ.setdefault("DISABLE_MULTIPROC", "1")   # lm-eval's bootstrap: no process pool on shared cores
-        targets = expand_targets(self.cfg.models, self.cfg.checkpoints, self.cfg.revision)
-        result = EvalResult(out=self.out)
-        claim_parts(self.parts, "eval", self.out, mark=False)   # another command's parts: refused, nothing created
-        self.parts.mkdir(parents=True, exist_ok=True)
-        with exclusive_lock(self.parts / ".lock", f"the eval table {self.out}"):
-            claim_parts(self.parts, "eval", self.out)
-            try:
-                for target in targets:
-                    self._model(target, result)
-            except KeyboardInterrupt:
-                print(f"[eval] interrupted: {len(result.evaluated)} pair(s) finished this time, kept in "
-                      f"{self.parts}; rerun the same command to continue", file=sys.stderr, flush=True)
-                table.merge(self.out, csv=self.cfg.csv)
-                raise
-            result.table = table.merge(self.out, csv=self.cfg.csv)
+
+    def name(self, target: EvalTarget) -> str:
+        return target.spec
+
+    def merge(self) -> pd.DataFrame:
+        return table.merge(self.out, csv=self.cfg.csv)
+
+    def do(self, target: EvalTarget) -> Outcome:
+        pairs = EvalResult()
+        self._model(target, pairs)
+        detail = (pairs.evaluated, pairs.skipped, pairs.failed)
+        if pairs.failed:
+            return Outcome("failed", "; ".join(f"{task}: {error}" for _, task, error in pairs.failed), detail=detail)
+        return Outcome("done" if pairs.evaluated else "skipped", detail=detail)
+
+    def run(self) -> EvalResult:
+        """Every target under cfg.execution's executor, then the merged table."""
+        jobs = execute(type(self), self.cfg, self.cfg.execution, job=self)
+        result = EvalResult(out=self.out if jobs.table is not None else None, table=jobs.table, jobs=jobs)
+        for evaluated, skipped, failed in (d for task in jobs.tasks for d in task.details):
+            result.evaluated += evaluated
+            result.skipped += skipped
+            result.failed += failed
         return result
 
     def _model(self, target: EvalTarget, result: EvalResult) -> None:
@@ -263,8 +292,8 @@ class EvalRunner:
                     continue
                 common = self._common(target, task, key, model_key, time.perf_counter() - start, _lm_dtype(lm))
                 df = table.frame(rows, common)
-                table.write_part(df, self.parts / f"{key}.parquet")
-                (self.parts / f"{table.FAILED_PREFIX}{key}.parquet").unlink(missing_ok=True)
+                write_part(df, self.parts / f"{key}.parquet")
+                (self.parts / f"{FAILED_PREFIX}{key}.parquet").unlink(missing_ok=True)
                 result.evaluated.append((target.model, task))
         finally:
             collect = target.kind != "checkpoint"   # HF models hold reference cycles; ours go by refcount
@@ -275,7 +304,9 @@ class EvalRunner:
     def _common(self, target: EvalTarget, task: str, key: str, model_key: str, elapsed: float,
                 dtype: str = "") -> dict[str, Any]:
         from interp._util.provenance import git_commit, hardware
-        from interp.evals.data import TEXT_TASK, data_source, text_set
+        from interp.data.evalsets import data_source
+        from interp.data.text import text_set
+        from interp.evals.data import TEXT_TASK
 
         hub = {"revision": target.spec.rpartition("@")[2], "commit": target.commit} if target.kind == "hub" else {}
         return {"model": target.model, "checkpoint": target.checkpoint, "run": target.run, "label": target.label,
@@ -294,7 +325,7 @@ class EvalRunner:
                        result: EvalResult) -> None:
         common = self._common(target, task, key, model_key, 0.0)
         common.update(status="failed", error=error)
-        table.write_part(table.frame([], common), self.parts / f"{table.FAILED_PREFIX}{key}.parquet")
+        write_part(table.frame([], common), self.parts / f"{FAILED_PREFIX}{key}.parquet")
         result.failed.append((target.model, task, error))
         print(f"[eval] {target.model} / {task} failed: {error}", file=sys.stderr, flush=True)
 
@@ -312,7 +343,9 @@ class EvalRunner:
             # docs_limit keeps only the documents --limit scores; not with few-shot examples, which lm-eval draws
             # from a whole split (the evaluated one when no other is there), as `lm_eval --limit` does
             metadata = {DOCS_LIMIT: cfg.limit} if cfg.limit and not cfg.num_fewshot else {}
-            from interp.evals.data import TEXT_TASK, n_docs, text_set
+            from interp.data.evalsets import n_docs
+            from interp.data.text import text_set
+            from interp.evals.data import TEXT_TASK
 
             if task == TEXT_TASK:
                 metadata["text"] = cfg.text

@@ -19,7 +19,7 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from interp._util.io import atomic_write
+from interp.jobs.parts import merge_table
 from interp.evals.tasks import PAPER_AVERAGE, PAPER_METRICS
 
 if TYPE_CHECKING:
@@ -30,8 +30,6 @@ TABLE_COLUMNS = ("model", "checkpoint", "run", "label", "step", "revision", "com
                  "data_source", "data_sha256", "lm_eval_version", "versions", "device", "dtype", "batch_size", "hardware",
                  "git_commit", "key", "model_key", "elapsed_s")
 SORT_COLUMNS = ("run", "model", "step", "checkpoint", "task", "metric", "context_length", "depth")
-PARTS_SUFFIX = ".parts"
-FAILED_PREFIX = "failed-"
 NIAH_METRIC = "string_match_all"
 
 
@@ -122,32 +120,20 @@ def paper_average(df: pd.DataFrame, metrics: dict[str, str] = PAPER_METRICS) -> 
     return pd.DataFrame(rows, columns=df.columns)
 
 
-def parts_dir(out: str | Path) -> Path:
-    """results/eval.parquet -> results/eval.parts/"""
-    out = Path(out)
-    return out.with_name(out.stem + PARTS_SUFFIX)
-
-
-def write_part(df: pd.DataFrame, path: Path) -> None:
-    atomic_write(path.parent, {path.name: lambda p: df.to_parquet(p, index=False)})
-
-
-def merge(out: str | Path, csv: bool = False) -> pd.DataFrame:
-    """Rebuild OUT from every part (plus the paper averages) and write it atomically (and OUT.csv)."""
+def _finish(df: pd.DataFrame) -> pd.DataFrame:
+    """The merged parts as the table: today's columns (parts of older tables reindexed), the paper averages added,
+    rows in SORT_COLUMNS order."""
     import pandas as pd
 
-    out = Path(out)
-    files = sorted(parts_dir(out).glob("*.parquet"))
-    frames = [pd.read_parquet(f) for f in files]
-    df = pd.concat([f for f in frames if len(f)], ignore_index=True) if frames else frame([], {}).iloc[:0]
     df = df[df["task"] != PAPER_AVERAGE].reindex(columns=list(TABLE_COLUMNS))   # parts of older tables
     for column in ("label", "revision", "commit"):   # (revision, commit: a hub model's; absent in older parts)
         df[column] = df[column].fillna("")
     average = paper_average(df)
     if len(average):
         df = pd.concat([df, average], ignore_index=True)
-    df = df.sort_values(list(SORT_COLUMNS), na_position="first", kind="stable").reset_index(drop=True)
-    write_part(df, out)
-    if csv:
-        atomic_write(out.parent, {out.with_suffix(".csv").name: lambda p: df.to_csv(p, index=False)})
-    return df
+    return df.sort_values(list(SORT_COLUMNS), na_position="first", kind="stable").reset_index(drop=True)
+
+
+def merge(out: str | Path, csv: bool = False) -> pd.DataFrame:
+    """Rebuild OUT from every part (plus the paper averages) and write it atomically (and OUT.csv)."""
+    return merge_table(out, _finish, csv, empty=lambda: frame([], {}).iloc[:0])

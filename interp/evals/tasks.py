@@ -69,7 +69,7 @@ def require_packages(tasks: list[str]) -> None:
     if importlib.util.find_spec("lm_eval") is None:
         raise ModuleNotFoundError(f"lm-evaluation-harness (lm_eval), which runs every task, is not installed; "
                                   f"install it with: {LM_EVAL_PIP}", name="lm_eval")
-    from interp.evals.data import LOCAL_SETS, package_dir
+    from interp.data.evalsets import LOCAL_SETS, package_dir
 
     if any(t in LOCAL_SETS for t in tasks):
         package_dir()

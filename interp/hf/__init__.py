@@ -7,10 +7,9 @@ the per-architecture adapter table, TL/nnsight wrappers.
     hub.py        the hub: TransformerLens names, revisions, snapshots (the one module that downloads)
     adapters.py   SiteMap per architecture (residual sites, MLP and its projections), unwrap(model),
                   context_length(model) / check_fits(model, n_tokens, field)
-    registry.py   offline models shipped in pip packages (REGISTRY, available_models)
+    registry.py   offline models shipped in pip packages (REGISTRY: interp.data.registry), available_models
     cache.py      the dequantized fp32 cache of GGUF models
     load.py       LoadedModel, load_pretrained, load_tokenizer
-    gguf_file.py  check_gguf: a truncated or corrupt .gguf named before transformers parses it
     wrappers.py   to_transformer_bridge, to_nnsight
 
 Names are exported lazily (interp._util.lazy): importing the package imports no submodule."""
@@ -28,7 +27,6 @@ _EXPORTS = {
     'TRUST_REMOTE_CODE_FLAG': 'resolve',
     'remote_code': 'resolve',
     'refuse_remote_code': 'resolve',
-    'check_gguf': 'gguf_file',
     'snapshot': 'hub',
     'split_revision': 'hub',
     'official_name': 'hub',

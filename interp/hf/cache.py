@@ -16,12 +16,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from interp._util.io import complete_safetensors, raise_if_full, remove_entry, safe_open
-from interp._util.paths import CONFIG_FILE, WEIGHTS_FILE, cache_dir
+from interp._util.paths import CONFIG_FILE, PRETRAINED_CACHE, WEIGHTS_FILE, cache_dir
 
 if TYPE_CHECKING:
     from torch import nn
 
-CACHE_SUBDIR = "pretrained"
+CACHE_SUBDIR = PRETRAINED_CACHE
 ORIGIN_FILE = "interp_origin.json"   # beside a cached model: which GGUF it came from, package versions
 
 

@@ -26,14 +26,15 @@ from torch import nn
 from interp._util.devices import parse_device_map
 from interp._util.dtypes import MODEL_DTYPES, torch_dtype
 from interp._util.errors import InputError, one_line
+from interp._util.gguf_file import check_gguf
 from interp._util.io import file_fingerprint, file_sha256, safetensors_header
 from interp._util.paths import CONFIG_FILE
+from interp.data.registry import REGISTRY
 from interp.hf.attention import attention_for
 from interp.hf.adapters import SiteMap, layer_modules, site_map_for
 from interp.hf.export import register_tapered_llama
 from interp.hf.cache import _cache_path, _drop_quantization_state, _save_cache, _valid_cache
-from interp.hf.gguf_file import check_gguf
-from interp.hf.registry import DEFAULT_MODEL, REGISTRY
+from interp.hf.registry import DEFAULT_MODEL
 from interp.hf.resolve import EXPORT_MODEL_TYPES, GGUF_SUFFIX, ModelRef, ModelResolutionError, resolve_model
 
 # attn_implementation values that need nothing beyond torch; any other (flash_attention_2, flex_attention, a kernels

@@ -35,7 +35,7 @@ from typing import Any
 from interp._util.io import read_json
 from interp._util.errors import InputError
 from interp._util.paths import CONFIG_FILE
-from interp.hf.registry import REGISTRY
+from interp.data.registry import REGISTRY
 
 KINDS = ("registry", "gguf", "checkpoint", "hf_dir", "hub")
 GGUF_SUFFIX = ".gguf"

@@ -2,7 +2,7 @@
 (top row), and the Spearman rho of every measure with every causal effect, with bootstrap CIs (bottom row).
 
 Reads the two tables of analyses.novelty_vs_causal (the probe rows with causal rows, and the correlation
-rows of interp.ablations.causal_table.correlations), never a model.
+rows of interp.causal.correlations), never a model.
 """
 
 from __future__ import annotations

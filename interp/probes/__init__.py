@@ -14,8 +14,7 @@ One module per job:
   run          accumulate, probe_model, probe
   table        the tidy table (TABLE_COLUMNS, to_frame, save_table)
   outputs      output paths checked before any work (check_output); torch-free
-  expand       `interp batch` PATHs -> models (Target, expand_paths) and their content hashes
-  batch        many checkpoints -> one resumable table
+  batch        many checkpoints -> one resumable table (a job of interp.jobs)
 
 Names are exported lazily (interp._util.lazy): importing the package imports no submodule."""
 
@@ -80,32 +79,16 @@ _EXPORTS = {
     'TABLE_COLUMNS': 'table',
     'to_frame': 'table',
     'save_table': 'table',
-    # batch
-    'KINDS': 'expand',
-    'GGUF_SUFFIX': 'expand',
-    'PARTS_SUFFIX': 'expand',
-    'FAILED_PREFIX': 'batch',
-    'STEP_DIR': 'expand',
-    'HF_WEIGHT_PATTERNS': 'expand',
+    # batch (the bookkeeping it shares with eval and ablate: interp.jobs)
     'BATCH_COLUMNS': 'batch',
     'SORT_COLUMNS': 'batch',
     'BatchConfig': 'batch',
-    'settings_hash': 'batch',
-    'Target': 'expand',
-    'expand_paths': 'expand',
-    'file_sha256': 'expand',
-    'weights_sha256': 'expand',
-    'definition_sha256': 'expand',
-    'parts_dir': 'batch',
     'merge_parts': 'batch',
-    'shard': 'batch',
     'BatchResult': 'batch',
     'BatchRunner': 'batch',
     'run_batch': 'batch',
     'check_outputs': 'batch',
     'merge_only': 'batch',
-    'part_key': 'batch',
-    'rank_lock': 'batch',
     'TABLE_SUFFIXES': 'outputs',
     'check_output': 'outputs',
 }

@@ -81,8 +81,8 @@ class ProbeConfig:
     tokenizer: str | None = option(None, "tokenizer name for interp.data.get_tokenizer, overriding the model's own")
     device: str = device_option()
     causal: bool = option(False, "also the causal rows (interp.ablations.layers): per layer, delta loss when its "
-                          "MLP is skipped, mean-ablated, its attention skipped, or the whole block removed; 1 + 4 x n_layers more "
-                          "forwards")
+                          "MLP is skipped, mean-ablated, its attention skipped, or the whole block removed; 1 + 4 x "
+                          "n_layers more forwards (joined by interp.causal.probe / run_batch, not interp.probes')")
 
     def __post_init__(self) -> None:
         if isinstance(self.text, os.PathLike):

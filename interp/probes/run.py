@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,7 +21,7 @@ from interp.probes.accumulator import NoveltyAccumulator
 from interp.probes.backends.choice import make_plan
 from interp.probes.config import (DEFAULT_SEQ_LEN, ProbeConfig, exclusion_request, sequence_plan, too_little_text,
                                   with_reference)
-from interp.probes.expand import ref_weights_sha256
+from interp.jobs.keys import ref_weights_sha256
 from interp.probes.massive import _residual_abs_mean
 from interp.probes.metrics import COMPUTE_DTYPES
 from interp._util.devices import model_device, model_dtype, resolve_device
@@ -36,6 +36,10 @@ from interp.probes.text import _bos_id, encode_text, load_text, text_sha256, tok
 
 if TYPE_CHECKING:
     import pandas as pd
+
+# extra_rows of probe(): (the correlational rows, the model, its token batches, the config) -> the table with more
+# rows joined, for the same model, tokens and positions (interp.causal.add_causal_rows: the causal rows)
+ExtraRows = Callable[["pd.DataFrame", Any, "list[Tensor]", ProbeConfig], "pd.DataFrame"]
 
 
 def accumulate(model: Any, batches: Iterable[Tensor | dict], backend: str = "torch",
@@ -146,7 +150,7 @@ def _refuse_nonfinite(df: pd.DataFrame, label: str) -> None:
 
 def probe(model: Any = "smollm2-135m", text: str | Path | None = None, *, config: ProbeConfig | None = None,
           trust_remote_code: bool = False, revision: str | None = None, progress: bool = False,
-          **options: Any) -> pd.DataFrame:
+          extra_rows: ExtraRows | None = None, **options: Any) -> pd.DataFrame:
     """Per-layer novelty metrics of one model over held-out text, as a tidy long table (one row per
     layer and metric; columns: interp.probes.table.to_frame).
 
@@ -171,6 +175,9 @@ def probe(model: Any = "smollm2-135m", text: str | Path | None = None, *, config
         resolved `commit` beside weights_sha256.
     progress: report the probing pass on stderr (a bar on a terminal, else a line every tenth of the batches
         or 30 s, with positions/s and the ETA; interp._util.progress); `interp probe` turns it on.
+    extra_rows: rows joined to the table, computed on the same model, tokens and positions: causal=True needs
+        interp.causal's (interp.causal.probe passes them). Probes cannot import ablations (ablations imports probes),
+        so the join is made one layer up; causal=True without extra_rows is refused before any load.
     The table's attrs["timing"] holds load and probe seconds.
     """
     from interp import data, hf
@@ -183,6 +190,10 @@ def probe(model: Any = "smollm2-135m", text: str | Path | None = None, *, config
     if text is not None:
         options["text"] = text
     cfg = ProbeConfig.build(config, **options).validate()  # cheap checks before touching any file
+    if cfg.causal and extra_rows is None:
+        raise InputError("the causal rows are joined by interp.causal (above probes and ablations), not by "
+                         "interp.probes.probe", field="causal=True",
+                         fix="call interp.causal.probe with the same arguments, or run `interp probe --causal`")
     device = resolve_device(cfg.device)
     text_str, text_source = load_text(cfg.text)
     # the rows' `tokenizer`: "" = the model's own; else the name given, or an object's class
@@ -250,10 +261,8 @@ def probe(model: Any = "smollm2-135m", text: str | Path | None = None, *, config
                   text_source=text_source, text_sha256=text_sha256(text_str), weights_sha256=weights,
                   **load_columns, tokenizer=tokenizer_label)
     _refuse_nonfinite(df, label)
-    if cfg.causal:  # the same model, tokens and positions: rows that join the correlational ones
-        from interp.ablations.causal_table import add_causal_rows
-
-        df = add_causal_rows(df, model_obj, batches, cfg)
+    if extra_rows is not None:  # the same model, tokens and positions: rows that join the correlational ones
+        df = extra_rows(df, model_obj, batches, cfg)
     n_positions = sum(b.numel() for b in batches)
     df.attrs["timing"] = {"load_s": load_s, "probe_s": probe_s, "positions": n_positions,
                           "positions_per_s": n_positions / probe_s if probe_s else float("nan")}

@@ -9,7 +9,6 @@ tokens, so seq_len is always the model's input length. The remainder of the text
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -17,6 +16,7 @@ from jaxtyping import Bool, Int
 from torch import Tensor
 
 from interp._util.io import text_sha256  # noqa: F401 (re-exported: result rows name their text by it)
+from interp.data.text import load_text  # noqa: F401 (re-exported: the probes read their text through it)
 from interp.hf import unwrap
 from interp.probes.config import sequence_plan, too_little_text
 from interp.probes.names import POSITIONS
@@ -50,28 +50,6 @@ def token_batches(ids: Sequence[int] | Tensor, tokens: int, seq_len: int, batch_
     if bos_id is not None:
         seqs = torch.cat([torch.full((n_seqs, 1), bos_id, dtype=torch.long), seqs], 1)
     return list(seqs.split(batch_size))
-
-
-def load_text(text: str | Path | None) -> tuple[str, str]:
-    """(text, label): None -> held-out wiki split; a corpus name (interp.data.CORPORA) -> its held-out
-    split; hf:DATASET[:CONFIG[:SPLIT[:COLUMN]]] or a named text (wikitext-2) -> that dataset split's text
-    (interp.data.hub_text, streamed); otherwise a path to a UTF-8 text file, read as `interp train --source` reads one
-    (interp.data.read_text_file: strict UTF-8, a clear error naming the file and the fix otherwise)."""
-    from interp import data
-    from interp.data.hub_text import hub_text, is_hub_text
-
-    if is_hub_text(text) and not Path(str(text)).exists():
-        return hub_text(str(text))
-    if text is None or str(text) in data.CORPORA:
-        source = "wiki" if text is None else str(text)
-        return data.heldout_text(source, "val"), f"{source}:val"
-    path = Path(text).expanduser()
-    if not path.is_file():
-        problem = ("is a folder" if path.is_dir() else "is not a regular file" if path.exists() else "no such file")
-        raise FileNotFoundError(f"text={str(text)!r}: {problem}; pass a UTF-8 text file, a corpus name "
-                                f"{data.CORPORA}, a hub dataset (hf:DATASET[:CONFIG[:SPLIT[:COLUMN]]], wikitext-2) "
-                                "or None (held-out wiki)")
-    return data.read_text_file(path, what="text"), str(path)
 
 
 def encode_text(tokenizer: Any, text: str) -> list[int]:

@@ -161,7 +161,7 @@ class TrainConfig:
         """The stored form (config.json, run comparisons). A source or tokenizer typed as a path relative to the
         working directory is stored absolute, so probe, eval and export read the run's source (its BPE) and
         tokenizer from any directory; names (wiki, bpe, ...) stay names, and messages keep what was typed."""
-        from interp.data.corpora import CORPORA
+        from interp.data.documents import CORPORA
         from interp.data.tokenizers import BUILTIN_TOKENIZERS
 
         d = dataclasses.asdict(self)

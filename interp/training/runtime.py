@@ -1,4 +1,5 @@
-"""What a resumable training process keeps besides its tensors: a stop flag for signals, the global RNG
+"""What a resumable training process keeps besides its tensors: the stop flag for signals (defined in
+interp._util.children, shared with every pool of processes), the global RNG
 states (saved in train_state.pt, so a resume continues every random stream), and a hash of the weights.
 """
 
@@ -6,37 +7,11 @@ from __future__ import annotations
 
 import hashlib
 import random
-import signal
-import threading
 
 import numpy as np
 import torch
 
-from interp._util.children import request_stop
-
-
-class StopFlag:
-    """SIGINT/SIGTERM set a flag; the loop finishes its step, saves, and exits. A second SIGINT aborts."""
-
-    def __init__(self) -> None:
-        self.signal: str | None = None
-        self._previous: dict[int, object] = {}
-
-    def _handle(self, signum, frame) -> None:
-        request_stop(signum)   # what runs after this loop (an experiment's next run, a table) sees it too
-        if self.signal is not None and signum == signal.SIGINT:
-            raise KeyboardInterrupt
-        self.signal = signal.Signals(signum).name
-
-    def __enter__(self) -> StopFlag:
-        if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                self._previous[sig] = signal.signal(sig, self._handle)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        for sig, handler in self._previous.items():
-            signal.signal(sig, handler)
+from interp._util.children import StopFlag  # noqa: F401 (the Trainer's, re-exported)
 
 
 def rng_state() -> dict:

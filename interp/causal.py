@@ -3,12 +3,16 @@ rows of the correlational table's own format, for the same model, tokens and pos
 everything but `metric`; and, across layers, the Spearman correlation of each correlational measure with
 each causal one, with a bootstrap CI over sequences.
 
+Why a top-level module: ablations imports probes (token batches, names, the accumulator), so probes cannot
+import ablations back. This module sits one layer above both and nothing in either imports it; probe() and
+run_batch() here are interp.probes' with add_causal_rows passed as their extra_rows when causal=True.
+
 Rows (TABLE_COLUMNS of interp.probes.table): metric = delta_loss_skip_mlp | delta_loss_mean_mlp |
 delta_loss_skip_attn | delta_loss_skip_block; mean / std / sem / ci_low / ci_high / q05..q95 are over the
-per-sequence paired deltas (nats; Student-t CI); n_tokens = predicted tokens (n_sequences x (seq_len - 1)); reference = the
-exact intervention; hook_sites = the module hooked; n_sequences and clean_loss are added. Every column that
-is constant over the correlational rows (model, checkpoint, text, positions, seq_len, backend, ...) is
-copied, except the massive-dimension ones (the interventions exclude no dimension).
+per-sequence paired deltas (nats; Student-t CI); n_tokens = predicted tokens (n_sequences x (seq_len - 1));
+reference = the exact intervention; hook_sites = the module hooked; n_sequences and clean_loss are added.
+Every column that is constant over the correlational rows (model, checkpoint, text, positions, seq_len,
+backend, ...) is copied, except the massive-dimension ones (the interventions exclude no dimension).
 
 The bootstrap needs per-sequence values on both sides: sequence_profiles reruns the probe one sequence at
 a time (one more forward over the same tokens, against the 1 + 4 x n_layers of the causal rows), and the
@@ -21,6 +25,7 @@ import json
 import math
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -30,12 +35,15 @@ from torch import Tensor
 
 from interp.ablations.layers import CAUSAL_KINDS, CAUSAL_METRICS, LayerEffects, layer_effects
 from interp.ablations.loss import paired_delta
+from interp.probes import run as probe_run   # by module: a test can stand in for probe_run.probe
 from interp.probes.accumulator import QUANTILE_COLUMNS
+from interp.probes.names import POPULATION_METRICS
 from interp.stats import DEFAULT_QUANTILES, bootstrap_spearman
 
 if TYPE_CHECKING:
     import pandas as pd
 
+    from interp.probes.batch import BatchConfig, BatchResult
     from interp.probes.config import ProbeConfig
 
 # What the rows of one model and layer share with the correlational rows: join on these.
@@ -103,16 +111,13 @@ def sequence_profiles(model: Any, batches: Sequence[Int[Tensor, "batch pos"]], c
     """{metric: [n_layers, n_seq]}: each per-token metric's per-layer mean over each sequence alone, with the
     probe settings of `cfg` (exclude_dims: the dimensions the whole-table pass measured). Population metrics
     (erank, participation, CKA) have no per-sequence value: they get no causal correlation."""
-    from interp.probes.names import POPULATION_METRICS
-    from interp.probes.run import accumulate
-
     metrics = [m for m in cfg.metrics if m not in POPULATION_METRICS]
     if not metrics:
         return {}
     means: list[dict[str, Tensor]] = []
     for batch in batches:
         for seq in batch.split(1):
-            acc = accumulate(model, [seq], cfg.backend, metrics, cfg.positions, cfg.dtype, cfg.eps,
+            acc = probe_run.accumulate(model, [seq], cfg.backend, metrics, cfg.positions, cfg.dtype, cfg.eps,
                              cfg.reference, list(exclude_dims) or None)
             means.append({m: acc.moments[m].mean.double().cpu() for m in acc.metrics})
     return {m: torch.stack([s[m] for s in means], 1).numpy() for m in means[0]}
@@ -140,8 +145,9 @@ def causal_data(df: pd.DataFrame) -> tuple[LayerEffects, dict[str, np.ndarray]]:
     does not): the per-sequence input of correlations()."""
     data = df.attrs.get("causal")
     if not data:
-        raise ValueError("the table carries no per-sequence causal data (attrs['causal']): probe with causal=True "
-                         "(`interp probe --causal`), and read it back from parquet, not CSV")
+        raise ValueError("the table carries no per-sequence causal data (attrs['causal']): probe with "
+                         "interp.causal.probe(..., causal=True) (`interp probe --causal`), and read it back from "
+                         "parquet, not CSV")
     return LayerEffects.from_dict(data), {m: np.asarray(v, dtype=float) for m, v in data["profiles"].items()}
 
 
@@ -172,3 +178,21 @@ def correlations(effects: LayerEffects, profiles: dict[str, np.ndarray], n_boot:
                          "ci_high": high, "n_layers": effects.n_layers, "n_sequences": effects.n_sequences,
                          "n_boot": n_boot, "confidence": confidence})
     return pd.DataFrame(rows)
+
+
+def probe(model: Any = "smollm2-135m", text: str | Path | None = None, *, config: ProbeConfig | None = None,
+          **kwargs: Any) -> pd.DataFrame:
+    """interp.probes.probe (the same arguments), with the causal rows joined when causal=True (given here, else
+    config's): interp.probes.probe alone refuses causal=True, since probes cannot import ablations."""
+    causal = bool(kwargs["causal"]) if "causal" in kwargs else config is not None and config.causal
+    extra = {"extra_rows": add_causal_rows} if causal else {}
+    return probe_run.probe(model, text, config=config, **extra, **kwargs)
+
+
+def run_batch(cfg: BatchConfig | None = None, **kwargs: Any) -> BatchResult:
+    """interp.probes.batch.run_batch (the same arguments), with the causal rows joined to each checkpoint's when
+    cfg.probe.causal (BatchRunner's extra_rows; it reaches child processes in the runner's pickled factory)."""
+    from interp.probes.batch import BatchConfig, BatchRunner
+
+    cfg = cfg if cfg is not None else BatchConfig.build(**kwargs)
+    return BatchRunner(cfg, extra_rows=add_causal_rows if cfg.probe.causal else None).run()

@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from jaxtyping import UInt64
 
-from interp.data.corpora import Document
+from interp.data.documents import Document
 from interp.data.ngrams import ngram_hashes, normalized, word_hashes, words
 
 SHINGLE = 5

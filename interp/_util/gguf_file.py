@@ -1,4 +1,5 @@
-"""A cheap structural check of a .gguf file before transformers parses it: the one reader of a GGUF header.
+"""A cheap structural check of a .gguf file before transformers parses it: the one reader of a GGUF header, below
+both of its users (interp.data's GGUF tokenizers, interp.hf's GGUF models).
 
 Why: a truncated or corrupt GGUF reaches transformers' reader as a bare `struct.error` (cut inside the
 header) or a numpy reshape error (cut inside the tensor data), neither naming the file. Walking the header

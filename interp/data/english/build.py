@@ -1,15 +1,15 @@
 """The ``english`` corpus: every clean offline English source, chunked, deduplicated and decontaminated, cached.
 
 Recipe (docs/corpus.md has the numbers; a change of any step changes the cache key and the corpus hash):
-1. each source of SOURCE_ORDER (interp.data.text_assets) read. Wiki articles keep their id and text exactly, so
+1. each source of SOURCE_ORDER (interp.data.english.text_assets) read. Wiki articles keep their id and text exactly, so
    the hash split puts each one on the same side as in the ``wiki`` corpus: the wiki_heldout evaluation (the
    wiki val split) stays unseen by a model trained on ``english``'s train split. Other ids become
-   ``<source>/<id>``, and a document longer than MAX_DOC_CHARS is cut by interp.data.corpora.chunk_text into
+   ``<source>/<id>``, and a document longer than MAX_DOC_CHARS is cut by interp.data.documents.chunk_text into
    ``<source>/<id>#<k>`` (paragraph groups of ~4,000 characters: the hash split then spreads every book over
    train and val, and a contaminated passage costs one chunk, not a whole novel);
-2. exact and near duplicates dropped (interp.data.dedup), earlier sources first: wiki wins over the rest;
+2. exact and near duplicates dropped (interp.data.english.dedup), earlier sources first: wiki wins over the rest;
 3. every document sharing a 13-gram with an evaluation set dropped (interp.data.contamination);
-4. the rest sorted by id; the usual hash split by document id applies (interp.data.corpora.split_documents).
+4. the rest sorted by id; the usual hash split by document id applies (interp.data.documents.split_documents).
 
 The result is cached in cache_dir("corpora", "english-<key>") as documents.jsonl + manifest.json; the key covers
 the installed packages of every source (their PACKAGES records), the evaluation files' sha256, the settings and
@@ -26,16 +26,20 @@ from pathlib import Path
 
 from interp._util.io import file_lock, json_sha256, read_json, text_sha256, write_text_atomic
 from interp._util.paths import cache_dir
-from interp.data.corpora import CHUNK_CHARS, Document, chunk_text, documents_hash
-from interp.data.integrity import CacheEntryError, delete_fix
-from interp.data.text_assets import SETUP_FIX, SOURCES, text_dir
+from interp.data import contamination
+from interp.data.documents import CHUNK_CHARS, Document, chunk_text, documents_hash
+from interp.data.english import dedup
+from interp.data.english.text_assets import SETUP_FIX, SOURCES, text_dir
+from interp.data.integrity import CacheEntryError, created_with, delete_fix
 
 NAME = "english"
 SOURCE_ORDER = ("wiki", "shakespeare", "austen", "kjv", "web", "pydoc")
 MAX_DOC_CHARS = 2 * CHUNK_CHARS
 DOCUMENTS_FILE = "documents.jsonl"
 MANIFEST_FILE = "manifest.json"
-_RECIPE_MODULES = ("corpora", "sources", "rlazy", "ngrams", "dedup", "contamination", "english")
+# the source files (under interp/data) whose code makes the corpus: part of its cache key
+_RECIPE_FILES = ("corpora.py", "documents.py", "sources.py", "english/rlazy.py", "ngrams.py", "english/dedup.py",
+                 "contamination.py", "english/build.py")
 
 
 def source_of(doc_id: str) -> str:
@@ -70,14 +74,12 @@ def missing_sources(names: Sequence[str] = SOURCE_ORDER) -> list[str]:
 
 
 def cache_key(names: Sequence[str] = SOURCE_ORDER) -> str:
-    from interp.data import contamination, dedup
-
-    here = Path(__file__).parent
+    here = Path(__file__).parents[1]
     record = {
         "name": NAME, "sources": list(names),
         "packages": {n: (text_dir() / n / "PACKAGES").read_text() if SOURCES[n].files else SOURCES[n].origin
                      for n in names},
-        "code": {m: text_sha256((here / f"{m}.py").read_text()) for m in _RECIPE_MODULES},
+        "code": {f.removesuffix(".py"): text_sha256((here / f).read_text()) for f in _RECIPE_FILES},
         "settings": settings(),
         "eval_data": contamination.eval_fingerprint(),
         "dedup": [dedup.SHINGLE, dedup.NEAR_THRESHOLD, dedup.BANDS, dedup.ROWS],
@@ -86,8 +88,6 @@ def cache_key(names: Sequence[str] = SOURCE_ORDER) -> str:
 
 
 def settings() -> dict:
-    from interp.data import contamination, dedup
-
     return {"max_doc_chars": MAX_DOC_CHARS, "chunk_chars": CHUNK_CHARS,
             "dedup": {"exact": "normalized words equal", "near": f"word {dedup.SHINGLE}-gram Jaccard >= "
                       f"{dedup.NEAR_THRESHOLD} (MinHash {dedup.BANDS}x{dedup.ROWS} candidates, exact check)"},
@@ -97,9 +97,6 @@ def settings() -> dict:
 
 def build(names: Sequence[str] = SOURCE_ORDER) -> tuple[list[Document], dict]:
     """(documents sorted by id, manifest): the recipe of the module docstring, uncached."""
-    from interp.data import contamination, dedup
-    from interp.data.tokenizers import created_with
-
     missing = missing_sources(names)
     if missing:
         raise FileNotFoundError(f"corpus {NAME!r} needs the text sources {', '.join(missing)}, which are not "

@@ -1,8 +1,7 @@
-"""`interp batch` PATH expansion and the content hashes that key each model's rows.
+"""Targets: what the PATHs and MODELs of `interp batch`, `interp eval` and `interp ablate` stand for.
 
-Why a module of its own: which folders are visited (symlinks, cycles, what counts as a model) and what
-identifies a model (weights, config, tokenizer) are questions apart from running probes and merging parts
-(interp.probes.batch).
+Why a module of its own: which folders are visited (symlinks, cycles, what counts as a model) is a question
+apart from what identifies a model (interp.jobs.keys) and from running anything on it.
 
 PATH expansion (expand_paths), applied to each PATH in order:
   * a registry name (smollm2-135m, ...)    -> its .gguf file (label = the name)
@@ -35,16 +34,14 @@ PATH expansion (expand_paths), applied to each PATH in order:
   whose target lies outside the PATH given is not followed (a note on stderr says so) unless
   follow_symlinks=True (`--follow-symlinks`). A PATH given as a symlink is its target's tree.
 
-What identifies a model (Target.definition_files, weights_sha256, definition_sha256): its weights, and
-every other file that defines it: a checkpoint's config.json (widths, tokenizer name and hash, run, step)
-and the tokenizer file or folder its train.tokenizer names; every other top-level file of an HF directory
-(config, tokenizer files, generation config, custom code; not tables or READMEs: NOT_DEFINING); nothing for a GGUF file (self-contained).
-Hashes are streamed and cached by (path, size, mtime) under cache_dir("hashes").
+What defines a model besides its weights (Target.definition_files, hashed by interp.jobs.keys): a checkpoint's
+config.json (widths, tokenizer name and hash, run, step) and the tokenizer file or folder its train.tokenizer
+names; every other top-level file of an HF directory (config, tokenizer files, generation config, custom code;
+not tables or READMEs: NOT_DEFINING); nothing for a GGUF file (self-contained).
 """
 
 from __future__ import annotations
 
-import hashlib
 import math
 import os
 import re
@@ -55,18 +52,17 @@ from typing import Any
 
 from interp._util.dist import env_rank
 from interp._util.errors import InputError
-from interp._util.io import cached_file_sha256, read_json
+from interp._util.io import file_sha256, read_json
 from interp._util.paths import CONFIG_FILE, WEIGHTS_FILE, cache_dir
 from interp.hf.registry import REGISTRY
 from interp.hf.resolve import resolve_model
+from interp.jobs.parts import PARTS_SUFFIX
 
-__all__ = ["Target", "expand_paths", "select_checkpoints", "parse_checkpoints", "CHECKPOINTS_HELP", "file_sha256",
-           "weights_sha256", "ref_weights_sha256", "definition_sha256", "KINDS", "GGUF_SUFFIX", "PARTS_SUFFIX",
-           "STEP_DIR", "HF_WEIGHT_PATTERNS"]
+__all__ = ["Target", "expand_paths", "select_checkpoints", "parse_checkpoints", "hub_targets", "CHECKPOINTS_HELP",
+           "KINDS", "GGUF_SUFFIX", "STEP_DIR", "HF_WEIGHT_PATTERNS"]
 
 KINDS = ("checkpoint", "hf_dir", "gguf")   # what a path on disk can be (a hub target's kind is "hub")
 GGUF_SUFFIX = ".gguf"
-PARTS_SUFFIX = ".parts"
 STEP_DIR = re.compile(r"step_(\d+)")
 HF_WEIGHT_PATTERNS = ("*.safetensors", "*.bin")
 NOT_DEFINING = (".parquet", ".csv", ".md")  # files in an HF dir that define no model (tables written beside it)
@@ -223,7 +219,8 @@ def _run_targets(run_dir: Path, walk: _Walk) -> list[Target]:
     if (run_dir / WEIGHTS_FILE).is_file():
         final = _checkpoint_target(run_dir, run=run_dir.name, step=math.nan)
         try:
-            same = bool(steps) and file_sha256(run_dir / WEIGHTS_FILE) == file_sha256(steps[-1].path / WEIGHTS_FILE)
+            same = bool(steps) and (file_sha256(run_dir / WEIGHTS_FILE, cache_dir("hashes"))
+                                    == file_sha256(steps[-1].path / WEIGHTS_FILE, cache_dir("hashes")))
         except OSError:
             same = False  # the last step checkpoint is broken: keep both, it is reported when probed
         if not same:
@@ -376,48 +373,3 @@ def expand_paths(paths: list[str | Path], follow_symlinks: bool = False, revisio
         raise InputError("applies to hub models only, and no PATH is a hub id", field=flag,
                          fix=f"drop {flag}, or name a hub id (e.g. EleutherAI/pythia-70m)")
     return targets
-
-
-# --------------------------------------------------------------------------------------------------
-# Content hashes, cached by (path, size, mtime)
-# --------------------------------------------------------------------------------------------------
-
-def file_sha256(path: str | Path) -> str:
-    """sha256 of a file, streamed, cached under cache_dir("hashes") until its size or mtime changes."""
-    return cached_file_sha256(path, cache_dir("hashes"))
-
-
-def _files_sha256(named: list[tuple[str, Path]]) -> str:
-    lines = "".join(f"{name} {file_sha256(f)}\n" for name, f in named)
-    return hashlib.sha256(lines.encode()).hexdigest()
-
-
-def weights_sha256(target: Target) -> str:
-    """Hash of the weights alone (config.json excluded): one file's sha256, or a hash over a sharded HF
-    checkpoint's files (name and sha256 of each)."""
-    files = target.weights_files()
-    if len(files) == 1:
-        return file_sha256(files[0])
-    return _files_sha256([(f.name, f) for f in files])
-
-
-def ref_weights_sha256(ref: Any) -> str:
-    """weights_sha256 of a resolved model (interp.hf.ModelRef): its weight file(s), a registry model's GGUF file, a
-    fetched hub model's snapshot files; "" for a hub id not fetched (and for the rows of a model object passed in)."""
-    if ref.kind == "registry":
-        return file_sha256(REGISTRY[ref.spec].locate())
-    if ref.kind == "hub" and ref.path is not None:   # fetched: its snapshot is a Hugging Face directory
-        return weights_sha256(Target(Path(ref.path), "hf_dir"))
-    if ref.path is None or ref.kind not in KINDS:
-        return ""
-    path = Path(ref.path)
-    if ref.kind == "gguf" and path.is_dir():   # a folder holding one .gguf file (interp.hf.resolve.classify_dir)
-        path = next(path.glob(f"*{GGUF_SUFFIX}"))
-    return weights_sha256(Target(path, ref.kind))
-
-
-def definition_sha256(target: Target) -> str:
-    """Hash of the files besides the weights that define the model (Target.definition_files: name and sha256
-    of each); "" for a GGUF file, which holds everything itself."""
-    named = target.definition_files()
-    return _files_sha256(named) if named else ""

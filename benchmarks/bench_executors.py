@@ -1,0 +1,159 @@
+"""The executors of interp.jobs: `interp batch --jobs 2` vs `--jobs 1`, the merge of 1,000 parts, Slurm's per-task
+overhead.
+
+(A) --jobs 1: the batch in this process with all the cores' threads; (B) --jobs 2: two spawned tasks with one
+thread each, each taking every other checkpoint (both variants through interp.probes.batch.run_batch, into fresh
+tables, ABBA order). Checkpoints: our TaperedLM at a small shape, different seeds, a word-level tokenizer (the
+zoo of tests/jobs). Then the merge of 1,000 parts of one checkpoint's rows (interp.probes.batch.merge_parts), and,
+where a real single-node Slurm can run (tests/slurm.py: root, Debian's slurm-wlm), the time from submitting a
+one-task array to its first row (its journal) against the same target probed in this process.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a file: make `benchmarks` and `interp` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.common import Spread, begin, finish, interleave, paired_ratios, parse_args
+
+NAME, TITLE = "bench_executors", "Executors: local --jobs 2 vs 1, merging 1,000 parts, Slurm overhead (bench_executors)"
+SIZES = {"real": {"checkpoints": 8, "tokens": 16384, "reps": 2, "parts": 1000, "slurm": True},
+         "quick": {"checkpoints": 2, "tokens": 128, "reps": 1, "parts": 50, "slurm": False}}
+SHAPE = {"d_model": 128, "n_heads": 4, "d_mlp": [512, 384, 256, 128], "n_ctx": 128}
+
+
+def make_zoo(root: Path, n: int) -> tuple[Path, Path]:
+    """n checkpoints of SHAPE (seeds 0..n-1) with a word-level tokenizer, and a text: tests/jobs/zoo.py's, larger."""
+    import random
+
+    from interp.model import ModelConfig, TaperedLM
+    from tests.factories import WORDS, tiny_checkpoint, word_tokenizer_json
+
+    rng = random.Random(0)
+    text = root / "text.txt"
+    text.write_text(" ".join(rng.choice(WORDS) for _ in range(40_000)))
+    tok = word_tokenizer_json(root / "tok" / "tokenizer.json", WORDS)
+    import torch
+
+    for i in range(n):
+        torch.manual_seed(i)
+        model = TaperedLM(ModelConfig(vocab_size=64, n_layers=len(SHAPE["d_mlp"]), **SHAPE)).eval()
+        tiny_checkpoint(root / "zoo" / f"ck{i}", model, tokenizer=tok)
+    return root / "zoo", text
+
+
+def main(argv: Sequence[str] | None = None, command: str | None = None) -> str:
+    from interp.jobs.executors import ExecutorConfig
+    from interp.probes.batch import BatchConfig, merge_parts, run_batch
+
+    args = parse_args(NAME, __doc__.splitlines()[0], argv)
+    size, report = begin(args, SIZES, NAME, TITLE, argv, command)
+    cores = os.cpu_count() or 1
+    work = Path(tempfile.mkdtemp(prefix="interp-bench-executors-", dir="/tmp"))
+    counter = iter(range(10**6))
+    try:
+        folder, text = make_zoo(work, size["checkpoints"])
+
+        def config(jobs: int, executor: str = "local", paths: list[str] | None = None, **ex) -> BatchConfig:
+            return BatchConfig.build(paths=paths or [str(folder)], out=str(work / f"t{next(counter)}.parquet"),
+                                     text=str(text), tokens=size["tokens"], seq_len=128, batch_size=8,
+                                     progress=False, threads=args.threads if jobs == 1 else 0,
+                                     execution=ExecutorConfig(executor=executor, jobs=jobs, **ex))
+
+        def batch(jobs: int) -> None:
+            result = run_batch(config(jobs))
+            if not result.ok or len(result.analysed) != size["checkpoints"]:
+                raise RuntimeError(f"a benchmark batch failed: {result.failed} {result.jobs}")
+
+        times = interleave({"--jobs 1": lambda: batch(1), "--jobs 2": lambda: batch(2)}, reps=size["reps"],
+                           warmup=0)
+        report.note(f"Checkpoints: {size['checkpoints']} TaperedLMs (d_model {SHAPE['d_model']}, d_ff "
+                    f"{SHAPE['d_mlp']}, vocab 64), probed on {size['tokens']:,} tokens each (seq_len 128, batch 8, "
+                    f"every default metric); {args.threads} threads for --jobs 1, 1 thread per task for --jobs 2; "
+                    f"{cores} logical CPUs; {size['reps']} repetitions in ABBA order, fresh tables. Cells: median "
+                    "[IQR].")
+        report.section("One batch: --jobs 1 vs --jobs 2 (local executor)")
+        report.table([{"variant": name, "wall s": Spread.of(ts).fmt(".1f"),
+                       "checkpoints/min": Spread.of([60 * size["checkpoints"] / t for t in ts]).fmt(".1f")}
+                      for name, ts in times.items()])
+        ratio = Spread.of(paired_ratios(times["--jobs 1"], times["--jobs 2"]))
+        report.note(f"Speed-up --jobs 2 / --jobs 1 (paired by repetition, wall time incl. the tasks' start-up and "
+                    f"the merge): {ratio.fmt('.2f')}.")
+        report.check("--jobs 2 on 2 cores", ratio.fmt(".2f"), ">= 1.8", ratio.median >= 1.8 or cores < 2)
+
+        # ---------------------------------------------------------------- merging many parts
+        from interp.jobs.parts import parts_dir, write_part
+
+        one = work / "one.parquet"
+        run_batch(BatchConfig.build(paths=[str(folder / "ck0")], out=str(one), text=str(text), tokens=128,
+                                    seq_len=128, batch_size=8, progress=False))
+        import pandas as pd
+
+        rows = pd.read_parquet(one)
+        many = work / "many.parquet"
+        parts = parts_dir(many)
+        parts.mkdir()
+        for i in range(size["parts"]):
+            write_part(rows.assign(key=f"{i:016x}-x", path=f"/zoo/ck{i}"), parts / f"{i:016x}-x.parquet")
+        merges = []
+        for _ in range(3):
+            t0 = time.perf_counter()
+            merged = merge_parts(many)
+            merges.append(time.perf_counter() - t0)
+        report.section(f"Merging {size['parts']:,} parts")
+        report.table([{"parts": size["parts"], "rows": len(merged), "rows per part": len(rows),
+                       "merge s": Spread.of(merges).fmt(".2f")}])
+        report.check(f"merge of {size['parts']:,} parts", f"{Spread.of(merges).median:.2f} s", "< 5 s",
+                     Spread.of(merges).median < 5)
+
+        # ---------------------------------------------------------------- Slurm: submission to first row
+        if size["slurm"]:
+            _slurm(report, work, folder, text, config)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return finish(report, args.write)
+
+
+def _slurm(report, work: Path, folder: Path, text: Path, config) -> None:
+    from interp.jobs.parts import read_journal
+    from interp.probes.batch import run_batch
+    from tests.slurm import SlurmUnavailable, running_cluster
+
+    target = str(folder / "ck0")
+    report.section("Slurm: one array task, submission to its first row")
+    try:
+        with running_cluster() as cluster:
+            local = []
+            for _ in range(2):
+                t0 = time.perf_counter()
+                run_batch(config(1, paths=[target]))
+                local.append(time.perf_counter() - t0)
+            overhead, total = [], []
+            for _ in range(2):
+                cfg = config(1, "slurm", paths=[target], partition=cluster.partition, time_min=10)
+                t0, wall0 = time.perf_counter(), time.time()
+                run_batch(cfg)
+                total.append(time.perf_counter() - t0)
+                first = min(r["time"] for r in read_journal(cfg.out).values() if r.get("state") == "done")
+                overhead.append(first - wall0 - Spread.of(local).median)
+            report.table([{"in this process (s)": Spread.of(local).fmt(".1f"),
+                           "slurm: submission to merged table (s)": Spread.of(total).fmt(".1f"),
+                           "slurm per-task overhead (s)": Spread.of(overhead).fmt(".1f")}])
+            report.note(f"A single-node Slurm 22.05 (Debian's slurm-wlm, tests/slurm.py; started in "
+                        f"{cluster.start_seconds:.0f} s): the overhead is the time from submission to the task's "
+                        "first finished row minus the same probe in this process: sbatch, scheduling, a fresh "
+                        "python importing torch, and submitit's pickles.")
+    except SlurmUnavailable as err:
+        report.note(f"Slurm could not run here ({err}): no overhead measured.")
+
+
+if __name__ == "__main__":
+    main()
