@@ -10,7 +10,7 @@ Typical use (pytest: the session fixture `slurm_cluster`, registered in tests/co
 
 or without pytest:
 
-    with running_cluster() as cluster:      # raises SlurmUnavailable (with the reason) when it cannot start
+    with running_cluster() as cluster:      # SlurmUnavailable: cannot install; SlurmStartError: did not start
         ...
 
 What it does: installs slurm-wlm + munge (and slurmdbd + mariadb-server for accounting) with apt-get when a binary
@@ -58,10 +58,18 @@ MARKER = "SLURM_TEST_CLUSTER"  # in the environment of the daemons and of every 
 CLUSTER_NAME = "interptest"
 PARTITION = "debug"
 START_TIMEOUT = 180.0  # hang guard only: a cold start takes a few seconds
+ROOT_PREFIX = "slurm-test-"  # the temp folders: tempfile.gettempdir()/slurm-test-*
+KEEP_FILE = "KEEP"  # in a root kept with SLURM_TEST_KEEP: sweep_orphans() leaves it
 
 
 class SlurmUnavailable(RuntimeError):
-    """Slurm cannot run here (not root, apt-get failed, a daemon would not start); str() is the reason."""
+    """Slurm is not installed and cannot be (not root, no apt-get, apt-get failed: no network); str() is the
+    reason. The fixture skips on it."""
+
+
+class SlurmStartError(RuntimeError):
+    """Slurm is installed but the cluster did not come up (a daemon died, or a step passed the timeout); the message
+    holds the daemons' log tails. The fixture lets it error: a broken harness must not pass as a skip."""
 
 
 def _which(name: str) -> str | None:
@@ -82,11 +90,19 @@ def ensure_installed(accounting: bool = True) -> None:
     if _which("apt-get") is None:
         raise SlurmUnavailable(f"Slurm is not installed ({', '.join(missing)} missing) and there is no apt-get")
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    install = ["apt-get", "install", "-y", "--no-install-recommends", *packages]
-    out = subprocess.run(install, env=env, capture_output=True, text=True)
+    lock = ["-o", "DPkg::Lock::Timeout=300"]  # another apt-get (a parallel test session) holds the lock: wait
+    install = ["apt-get", *lock, "install", "-y", "--no-install-recommends", *packages]
+
+    def apt(argv: list[str]) -> subprocess.CompletedProcess:
+        try:
+            return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=1200)
+        except subprocess.TimeoutExpired as e:
+            return subprocess.CompletedProcess(argv, 1, "", f"{' '.join(argv)}: no answer after {e.timeout:.0f} s")
+
+    out = apt(install)
     if out.returncode != 0:  # stale or empty package lists: update them, once, and try again
-        update = subprocess.run(["apt-get", "update"], env=env, capture_output=True, text=True)
-        out = subprocess.run(install, env=env, capture_output=True, text=True)
+        update = apt(["apt-get", *lock, "update"])
+        out = apt(install)
         if out.returncode != 0:
             tail = (update.stderr + out.stdout + out.stderr).strip().splitlines()[-5:]
             raise SlurmUnavailable(f"apt-get install {' '.join(packages)} failed: " + " | ".join(tail))
@@ -117,7 +133,7 @@ def _node_hardware() -> dict[str, str]:
                          env={k: v for k, v in os.environ.items() if k != "SLURM_CONF"})
     line = next((ln for ln in out.stdout.splitlines() if ln.startswith("NodeName=")), None)
     if line is None:
-        raise SlurmUnavailable(f"slurmd -C printed no NodeName line: {out.stdout!r} {out.stderr!r}")
+        raise SlurmStartError(f"slurmd -C printed no NodeName line: {out.stdout!r} {out.stderr!r}")
     return dict(kv.split("=", 1) for kv in line.split())
 
 
@@ -237,12 +253,16 @@ TaskPlugin=task/none
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 SchedulerType=sched/backfill
+# start a submitted batch job at the next 1 s tick (default: batch jobs may wait 3 s), and a job whose BeginTime
+# passed within 1 s (default: the backfill pass every 30 s, see release_requeued)
 SchedulerParameters=batch_sched_delay=0,bf_interval=1
 MpiDefault=none
 ReturnToService=2
 JobRequeue=1
 {accounting}
 JobCompType=jobcomp/none
+# short timeouts: a cancelled or requeued job is SIGKILLed 2 s after its SIGTERM; finished jobs stay in
+# `scontrol show job` for 300 s (MinJobAge)
 SlurmctldTimeout=10
 SlurmdTimeout=10
 MessageTimeout=10
@@ -257,7 +277,7 @@ PartitionName={self.partition} Nodes={self.node} Default=YES MaxTime=INFINITE St
 
     def start(self, timeout: float = START_TIMEOUT) -> SlurmCluster:
         """Write the config; start munged, (mariadbd, slurmdbd, register the cluster,) slurmctld and slurmd; wait
-        until the node is idle. Raises SlurmUnavailable (with the daemons' log tails) when a daemon dies or a step
+        until the node is idle. Raises SlurmStartError (with the daemons' log tails) when a daemon dies or a step
         is not done by `timeout` (all steps together), after stopping what it started."""
         t0 = time.monotonic()
 
@@ -303,7 +323,8 @@ PartitionName={self.partition} Nodes={self.node} Default=YES MaxTime=INFINITE St
         out = open(self.root / f"{name}.stdout", "ab")
         try:
             self._procs[name] = subprocess.Popen([str(a) for a in argv], env=env, stdout=out, stderr=subprocess.STDOUT,
-                                                 stdin=subprocess.DEVNULL, start_new_session=True, cwd=self.root)
+                                                 stdin=subprocess.DEVNULL, start_new_session=True, cwd=self.root,
+                                                 preexec_fn=_die_with_parent)
         finally:
             out.close()
 
@@ -312,11 +333,11 @@ PartitionName={self.partition} Nodes={self.node} Default=YES MaxTime=INFINITE St
         while True:
             dead = {n: p.returncode for n, p in self._procs.items() if p.poll() is not None}
             if dead:
-                raise SlurmUnavailable(f"{', '.join(dead)} exited ({dead}) while waiting for {what}\n{self.log_tails()}")
+                raise SlurmStartError(f"{', '.join(dead)} exited ({dead}) while waiting for {what}\n{self.log_tails()}")
             if ready():
                 return
             if time.monotonic() > deadline:
-                raise SlurmUnavailable(f"no {what} after {timeout:.0f} s\n{self.log_tails()}")
+                raise SlurmStartError(f"no {what} after {timeout:.0f} s\n{self.log_tails()}")
             time.sleep(0.2)
 
     def log_tails(self, lines: int = 15) -> str:
@@ -348,18 +369,7 @@ PartitionName={self.partition} Nodes={self.node} Default=YES MaxTime=INFINITE St
 
     def leftovers(self) -> list[int]:
         """Pids of processes (not this one) whose environment carries this cluster's marker."""
-        me, pids = os.getpid(), []
-        needle = f"{MARKER}={self.root}".encode()
-        for entry in Path("/proc").iterdir():
-            if not entry.name.isdigit() or int(entry.name) == me:
-                continue
-            try:
-                environ = (entry / "environ").read_bytes()
-            except OSError:
-                continue
-            if needle in environ.split(b"\0"):
-                pids.append(int(entry.name))
-        return pids
+        return [pid for pid, root, _ in _marked_processes() if root == str(self.root)]
 
     def kill_leftovers(self) -> None:
         for sig in (signal.SIGTERM, signal.SIGKILL):
@@ -472,8 +482,10 @@ PartitionName={self.partition} Nodes={self.node} Default=YES MaxTime=INFINITE St
         return released
 
     def cancel_all(self, wait: float = 15) -> None:
-        """scancel every job of the partition and wait (up to `wait` s) until squeue shows none."""
+        """scancel every job of the partition, SIGKILL their processes (batch scripts included: no KillWait
+        grace) and wait (up to `wait` s) until squeue shows none."""
         self.run("scancel", "-p", self.partition, check=False)
+        self.run("scancel", "--full", "--signal=KILL", "-p", self.partition, check=False)
         deadline = time.monotonic() + wait
         while self.squeue() and time.monotonic() < deadline:
             time.sleep(0.2)
@@ -481,6 +493,70 @@ PartitionName={self.partition} Nodes={self.node} Default=YES MaxTime=INFINITE St
     def job_setup(self) -> list[str]:
         """Lines for submitit's slurm_setup: make the repo (tests.slurm's functions) importable in the job."""
         return [f'export PYTHONPATH="{REPO}${{PYTHONPATH:+:$PYTHONPATH}}"']
+
+
+def _die_with_parent() -> None:
+    """In a daemon's child process before exec: SIGTERM it when the test process dies (even by SIGKILL, when
+    stop() never runs). Linux prctl(PR_SET_PDEATHSIG); a no-op where it is missing."""
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1: PR_SET_PDEATHSIG
+
+
+def _marked_processes() -> Iterator[tuple[int, str, dict[bytes, bytes]]]:
+    """(pid, marker value = a cluster's root, environment) of every process carrying MARKER, but this one."""
+    me, key = os.getpid(), MARKER.encode() + b"="
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == me:
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+        except OSError:
+            continue
+        if key not in environ:
+            continue
+        env = dict(kv.split(b"=", 1) for kv in environ.split(b"\0") if b"=" in kv)
+        if MARKER.encode() in env:
+            yield int(entry.name), env[MARKER.encode()].decode(errors="replace"), env
+
+
+def _alive(pid_file: Path, name: str) -> bool:
+    try:
+        pid = int(pid_file.read_text().split()[0])
+        return name in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+    except (OSError, ValueError, IndexError):
+        return False
+
+
+def sweep_orphans() -> list[int]:
+    """What a test process killed outright (SIGKILL: stop() never ran) left behind: its daemons die with it
+    (PR_SET_PDEATHSIG) but not its running jobs, nor its temp folder. Kills (SIGKILL) the job processes and
+    slurmstepd of clusters whose slurmctld is gone, and removes their /tmp/slurm-test-* folders when nothing
+    refers to them any more (not younger than 60 s, not kept with SLURM_TEST_KEEP). A cluster that is up (another
+    test session) is left alone. Returns the pids killed."""
+    killed, roots_in_use = [], set()
+    for pid, root, env in list(_marked_processes()):
+        job_process = b"SLURM_JOB_ID" in env or _comm(pid).startswith("slurmstepd")
+        if job_process and not _alive(Path(root) / "slurmctld.pid", "slurmctld"):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+        else:
+            roots_in_use.add(root)
+    for root in Path(tempfile.gettempdir()).glob(f"{ROOT_PREFIX}*"):
+        with contextlib.suppress(OSError):
+            if (str(root) not in roots_in_use and not (root / KEEP_FILE).exists()
+                    and time.time() - root.stat().st_mtime > 60 and not _alive(root / "slurmctld.pid", "slurmctld")):
+                shutil.rmtree(root, ignore_errors=True)
+    return killed
+
+
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
 
 
 def _zombie(pid: int) -> bool:
@@ -496,10 +572,11 @@ def running_cluster(root: Path | None = None, timeout: float = START_TIMEOUT, ac
     """Install (if needed) and start a cluster, with its SLURM_CONF and marker in os.environ, inherited SLURM_*
     variables (e.g. of an enclosing real Slurm job) removed; stop it and restore os.environ after. `root`: an empty
     folder (default: a new temp folder /tmp/slurm-test-*, removed after unless SLURM_TEST_KEEP is set). Raises
-    SlurmUnavailable with the reason."""
+    SlurmUnavailable (cannot install) or SlurmStartError (installed, did not come up)."""
     ensure_installed(accounting)
+    sweep_orphans()
     own = root is None
-    root = Path(tempfile.mkdtemp(prefix="slurm-test-")) if own else Path(root)
+    root = Path(tempfile.mkdtemp(prefix=ROOT_PREFIX)) if own else Path(root)
     saved = dict(os.environ)
     cluster = SlurmCluster(root, accounting=accounting)
     try:
@@ -512,14 +589,17 @@ def running_cluster(root: Path | None = None, timeout: float = START_TIMEOUT, ac
         cluster.stop()
         os.environ.clear()
         os.environ.update(saved)
-        if own and not os.environ.get("SLURM_TEST_KEEP"):  # SLURM_TEST_KEEP=1: keep the logs, to debug
+        if own and os.environ.get("SLURM_TEST_KEEP"):  # SLURM_TEST_KEEP=1: keep the logs, to debug
+            (root / KEEP_FILE).touch()
+        elif own:
             shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
 def slurm_cluster() -> Iterator[SlurmCluster]:
-    """A running SlurmCluster for the whole session (see the class); skips the test with the reason when Slurm
-    cannot run here (not root, apt-get without network, a daemon that will not start)."""
+    """A running SlurmCluster for the whole session (see the class), SLURM_CONF set in os.environ meanwhile. Skips
+    the test with the reason when Slurm cannot be installed here (not root, apt-get without network); errors
+    (SlurmStartError, with the daemons' logs) when it is installed but does not come up."""
     try:
         with running_cluster() as cluster:
             yield cluster

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from interp._util.children import raise_if_stopped
 from interp._util.dist import Distributed, check_env, env_world_size
 from interp._util.errors import InputError, one_line
 from interp._util.io import claim_parts, exclusive_lock
@@ -187,12 +188,8 @@ def execute(factory: Factory, cfg: Any, ex: ExecutorConfig | None = None, *, job
                 result.failed_tasks.append((i, "not started (stopped)" if outcome is None else str(outcome.error)))
             else:
                 result.tasks.append(outcome.result)
-        from interp._util.children import raise_if_stopped
-
-        _merge(job, result)
-        raise_if_stopped()   # a SIGINT/SIGTERM stopped the tasks: the table has what finished; exit 130/143
-    if not result.failed_tasks:
-        _merge(job, result)
+    _merge(job, result)   # also after a task died: the table holds what finished, the CLI names the task
+    raise_if_stopped()    # a SIGINT/SIGTERM stopped the tasks: the table has what finished; exit 130/143
     return result
 
 
