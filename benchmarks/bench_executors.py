@@ -34,12 +34,13 @@ def make_zoo(root: Path, n: int) -> tuple[Path, Path]:
     """n checkpoints of SHAPE (seeds 0..n-1) with a word-level tokenizer, and a text: tests/jobs/zoo.py's, larger."""
     import random
 
+    from interp._util.io import write_text_atomic
     from interp.model import ModelConfig, TaperedLM
     from tests.factories import WORDS, tiny_checkpoint, word_tokenizer_json
 
     rng = random.Random(0)
     text = root / "text.txt"
-    text.write_text(" ".join(rng.choice(WORDS) for _ in range(40_000)))
+    write_text_atomic(text, " ".join(rng.choice(WORDS) for _ in range(40_000)))
     tok = word_tokenizer_json(root / "tok" / "tokenizer.json", WORDS)
     import torch
 

@@ -230,7 +230,7 @@ def test_ablate_model_out_and_figures_dir(hf_model, monkeypatch):
 def test_ablate_parses_a_model_or_a_kind():
     parser = build_parser()
     args = parser.parse_args(["ablate", "runs/cosine", "--seq-len", "32"])
-    assert (args.model, args.seq_len, args.out, args.command) == ("runs/cosine", 32, Path("results"), "ablate")
+    assert (args.model, args.seq_len, args.out, args.command) == (["runs/cosine"], 32, Path("results"), "ablate")
     assert parser.parse_args(["ablate", "pretrained"]).model is None            # the Config's default model
     assert parser.parse_args(["ablate", "groups"]).command == "ablate groups"
     with pytest.raises(SystemExit):
