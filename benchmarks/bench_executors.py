@@ -25,7 +25,7 @@ if __package__ in (None, ""):  # run as a file: make `benchmarks` and `interp` i
 from benchmarks.common import Spread, begin, finish, interleave, paired_ratios, parse_args
 
 NAME, TITLE = "bench_executors", "Executors: local --jobs 2 vs 1, merging 1,000 parts, Slurm overhead (bench_executors)"
-SIZES = {"real": {"checkpoints": 8, "tokens": 16384, "reps": 2, "parts": 1000, "slurm": True},
+SIZES = {"real": {"checkpoints": 8, "tokens": 131072, "reps": 2, "parts": 1000, "slurm": True},
          "quick": {"checkpoints": 2, "tokens": 128, "reps": 1, "parts": 50, "slurm": False}}
 SHAPE = {"d_model": 128, "n_heads": 4, "d_mlp": [512, 384, 256, 128], "n_ctx": 128}
 
@@ -40,7 +40,7 @@ def make_zoo(root: Path, n: int) -> tuple[Path, Path]:
 
     rng = random.Random(0)
     text = root / "text.txt"
-    write_text_atomic(text, " ".join(rng.choice(WORDS) for _ in range(40_000)))
+    write_text_atomic(text, " ".join(rng.choice(WORDS) for _ in range(300_000)))
     tok = word_tokenizer_json(root / "tok" / "tokenizer.json", WORDS)
     import torch
 

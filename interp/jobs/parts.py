@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = ["PARTS_SUFFIX", "FAILED_PREFIX", "parts_dir", "write_part", "read_part", "failed_part", "part_files",
-           "merge_table", "write_table", "task_lock", "check_table_outputs", "write_plan", "read_plan", "journal",
+           "merge_table", "concat_parts", "write_table", "task_lock", "check_table_outputs", "write_plan", "read_plan", "journal",
            "read_journal"]
 
 PARTS_SUFFIX = ".parts"
@@ -72,6 +72,32 @@ def part_files(out: str | Path) -> list[Path]:
     return sorted(parts.glob("*.parquet")) if parts.is_dir() else []
 
 
+def _read_arrow(path: Path) -> Any:
+    import pyarrow.parquet as pq
+
+    try:
+        return pq.read_table(path)
+    except (OSError, ValueError) as err:  # pyarrow's ArrowInvalid is a ValueError
+        raise InputError(f"unreadable part ({one_line(err)}); delete it and rerun the command, which recomputes "
+                         "it", path=path) from err
+
+
+def concat_parts(files: list[Path]) -> pd.DataFrame:
+    """Every part's rows in one frame: read and joined as Arrow tables (a column missing from some parts, such as
+    a failed row's, is null there), converted to pandas once; 1,000 parts in about a second (bench_executors).
+    Parts whose column types disagree are joined by pandas instead, as before."""
+    import pandas as pd
+    import pyarrow as pa
+
+    tables = [t for t in (_read_arrow(p) for p in files) if t.num_rows]
+    if not tables:
+        return read_part(files[0]).iloc[:0]
+    try:
+        return pa.concat_tables(tables, promote_options="default").to_pandas()
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        return pd.concat([t.to_pandas() for t in tables], ignore_index=True)
+
+
 def write_table(df: pd.DataFrame, out: str | Path, csv: bool = False) -> None:
     """OUT (parquet) and, with csv, OUT.csv beside it: each atomically."""
     out = Path(out)
@@ -84,14 +110,11 @@ def merge_table(out: str | Path, order: Callable[[pd.DataFrame], pd.DataFrame], 
                 empty: Callable[[], pd.DataFrame] | None = None) -> pd.DataFrame:
     """Rebuild OUT from every part under OUT.parts/ (ordered by the command's `order`) and write it atomically.
     No part: FileNotFoundError with the fix, unless `empty` builds the table a command writes from nothing."""
-    import pandas as pd
-
     out = Path(out)
     files = part_files(out)
     if not files and empty is None:
         raise FileNotFoundError(f"{parts_dir(out)}: no parts to merge; run the command that writes {out} first")
-    frames = [f for f in (read_part(p) for p in files) if len(f)]
-    df = order(pd.concat(frames, ignore_index=True) if frames else empty())
+    df = order(concat_parts(files) if files else empty())
     write_table(df, out, csv)
     return df
 

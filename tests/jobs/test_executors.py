@@ -81,3 +81,17 @@ def test_bad_executor_options_are_refused_before_any_work(zoo, tmp_path, capfd):
     assert batch(folder, text, tmp_path / "x.parquet", "--jobs", "0") == 2
     assert "--jobs" in capfd.readouterr().err
     assert not parts_dir(tmp_path / "x.parquet").exists()
+
+
+def test_eval_in_two_processes_equals_one(zoo, tmp_path, capfd):
+    """`interp eval MODEL... --jobs 2`: the same table (value, stderr, n of each model/task pair) as one process."""
+    folder, text = zoo
+    models = [str(folder / f"ck{i}") for i in range(3)]
+    flags = ["--tasks", "text_ppl", "--text", str(text), "--limit", "2"]
+    assert main(["eval", *models, *flags, "--out", str(tmp_path / "one.parquet")]) == 0
+    assert main(["eval", *models, *flags, "--out", str(tmp_path / "two.parquet"), "--jobs", "2"]) == 0
+    columns = ["model", "checkpoint", "task", "metric", "value", "stderr", "n", "status"]
+    one, two = (pd.read_parquet(tmp_path / f"{n}.parquet")[columns] for n in ("one", "two"))
+    pd.testing.assert_frame_equal(one, two)
+    assert len(one) >= 3 and set(one["status"]) == {"ok"}
+    assert read_plan(tmp_path / "two.parquet")["kind"] == "eval"
