@@ -77,7 +77,8 @@ def main(argv: Sequence[str] | None = None, command: str | None = None) -> str:
         times = interleave({"--jobs 1": lambda: batch(1), "--jobs 2": lambda: batch(2)}, reps=size["reps"],
                            warmup=0)
         report.note(f"Checkpoints: {size['checkpoints']} TaperedLMs (d_model {SHAPE['d_model']}, d_ff "
-                    f"{SHAPE['d_mlp']}, vocab 64), probed on {size['tokens']:,} tokens each (seq_len 128, batch 8, "
+                    f"{SHAPE['d_mlp']}, vocab 64), probed on {size['tokens']:,} tokens each (fp32 weights and metric "
+                    "math, seq_len 128, batch 8, "
                     f"every default metric); {args.threads} threads for --jobs 1, 1 thread per task for --jobs 2; "
                     f"{cores} logical CPUs; {size['reps']} repetitions in ABBA order, fresh tables. Cells: median "
                     "[IQR].")
