@@ -6,7 +6,7 @@ WikiText-2 (paper section 4), with the paper's Pearson r values beside ours.
 HEAVY, and online: the four models (~6.5 GB in fp32 for gpt2-xl) and the dataset come from the Hugging Face hub
 (interp.hf.hub, interp.data.hub_text; cached after the first run, HF_HUB_OFFLINE=1 then reruns from the cache).
 Our machines have no network, so the committed figures/ holds no table of it yet: `make figures` skips it with a
-note, and tests/test_novelty_gpt2.py runs it end to end against the loopback hub with random-weight GPT-2 repos
+note, and tests/hf/test_hub_models.py runs it end to end against the loopback hub with random-weight GPT-2 repos
 of the same names.
 
 The paper reports only ranges over the four sizes (paper-notes.md): Pearson r of the per-layer mean with the layer

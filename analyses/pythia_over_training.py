@@ -9,7 +9,7 @@ novelty_over_training draws for our runs.
 HEAVY, and online: each revision is downloaded from the Hugging Face hub (interp.hf.hub) into its cache and
 probed in turn, one model in memory at a time; the batch table under `root` resumes, so a rerun probes only
 the revisions it lacks. Our machines have no network, so figures/ holds no table of it yet (`make figures`
-skips it with a note); tests/test_novelty_gpt2.py runs it against the loopback hub with a random-weight
+skips it with a note); tests/hf/test_hub_models.py runs it against the loopback hub with a random-weight
 GPT-NeoX series.
 """
 

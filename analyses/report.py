@@ -10,7 +10,7 @@ tokens per run, tokens per parameter, seeds, hardware, dtype), and a verdict com
     other side; unresolved: the CI contains zero (or no CI could be formed). A table that is not there gives
     "not measured" and the command that computes it.
 
-tests/test_report.py recomputes every number in the report from its table, independently, and checks it.
+tests/analyses/test_report.py recomputes every number in the report from its table, independently, and checks it.
 figures/README.md keeps the per-figure detail; this is the one-page view.
 """
 
@@ -79,7 +79,7 @@ def verdict(ci: tuple[float, float], sign: int) -> str:
 
 
 def fmt(x: float, digits: int = 2) -> str:
-    """The one number format of the report (tests/test_report.py formats its own values with it)."""
+    """The one number format of the report (tests/analyses/test_report.py formats its own values with it)."""
     return "n/a" if not math.isfinite(x) else f"{x:+.{digits}f}"
 
 

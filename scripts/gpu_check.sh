@@ -44,7 +44,7 @@ fi
 [[ $hung == 1 ]] || step bench_widths 120 "$PY" benchmarks/bench_gpu_scale.py --widths uniform,cosine:1.5:0.5 \
     --variants ddp,fsdp --write
 step cuda_tests 60 "$PY" -m pytest -q -p no:cacheprovider -k gpu_matches_cpu \
-    tests/test_probes.py tests/test_ablations.py tests/test_evals_cli.py
+    tests/probes/test_probes.py tests/ablations/test_ablations.py tests/evals/test_evals_cli.py
 [[ $hung == 1 ]] || step bench_1_3b 100 "$PY" benchmarks/bench_gpu_scale.py --preset 1.3b --variants fsdp,fsdp+compile \
     --steps 5 --warmup 2 --write
 cp benchmarks/RESULTS.md "$OUT/RESULTS.md"

@@ -12,7 +12,7 @@
 # trainer check, wide, in that order, each seed only while it fits. After every seed the records go into
 # $OUT/records.tar.gz, so a call stopped at its limit still returns what finished; the next call (records
 # untarred here first, so they travel with the tree) skips them. Everything it prints is in $OUT/gpu_study.log.
-# Without CUDA it still runs (slowly, on the CPU): use --smoke there (tests/test_gpu_study.py), never the study.
+# Without CUDA it still runs (slowly, on the CPU): use --smoke there (tests/analyses/test_gpu_study.py), never the study.
 set -uo pipefail
 T0=$SECONDS
 PY=${PY:-python3}

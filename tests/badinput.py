@@ -8,7 +8,7 @@ and asserts three things:
     traceback anywhere;
   - nothing lost: every file under the scratch folder is byte-identical afterwards, except paths matching
     the case's `may_change` globs (the expected outputs).
-Cases register themselves in CASES at import (tests/test_bad_inputs_*.py), so benchmarks/bad_inputs.py can
+Cases register themselves in CASES at import (tests/bad_inputs/test_*.py), so benchmarks/bad_inputs.py can
 count them: bad inputs tried / clear errors / data lost.
 
     CASE = Case("train-unknown-mixer", item="11", argv=["train", "--preset", "micro", "--mixer", "bogus",

@@ -54,7 +54,7 @@ def no_stop_recorded():
 def kernel_variables_unchanged(request):
     """Fail a test that leaves a CPU-kernel variable (interp._util.cpu_kernels) other than it found it: the
     children that later tests spawn would pick other kernels than the pytest process and compute other bits
-    (a leak of ATEN_CPU_CAPABILITY once broke tests/test_workers.py's jobs=1 vs jobs=2 equality, in order)."""
+    (a leak of ATEN_CPU_CAPABILITY once broke tests/training/test_workers.py's jobs=1 vs jobs=2 equality, in order)."""
     before = {k: os.environ.get(k) for k in KERNEL_VARIABLES}
     yield
     after = {k: os.environ.get(k) for k in KERNEL_VARIABLES}

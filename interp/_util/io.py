@@ -10,7 +10,7 @@ Test-only fault injection: INTERP_FAULT=GLOB kills the process with SIGKILL (exa
 when it reaches a point whose name matches. atomic_write names the moment just before it moves each file
 into place "replace <folder>/<file>", e.g. INTERP_FAULT='replace */result.json' dies after a run's final
 train_state.pt and before its result.json; 'replace step_000004/model.safetensors' dies inside the write of
-a step checkpoint, leaving only its temporaries (tests/test_kill_resume.py).
+a step checkpoint, leaving only its temporaries (tests/training/test_kill_resume.py).
 """
 
 from __future__ import annotations

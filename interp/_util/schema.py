@@ -3,7 +3,7 @@
 Every file format we accept from disk (config.json blocks, manifest.json, train_state.pt, a safetensors header,
 a GGUF tensor table, parquet tables) is read by one reader that checks it against a Schema before anything
 uses it. A reader returns the checked dict or raises one InputError naming the file, the field and the fix,
-never a KeyError or TypeError from deep inside the code that trusted it (tests/test_formats_fuzz.py mutates a
+never a KeyError or TypeError from deep inside the code that trusted it (tests/bad_inputs/test_formats_fuzz.py mutates a
 valid file of each format and asserts exactly that).
 
     MANIFEST = Schema("manifest.json", {

@@ -3,7 +3,7 @@
 read_manifest checks the document against MANIFEST_SCHEMA and against itself (shard counts, totals and the
 content hash must agree with its entries, so a deleted entry is found) and keeps every path it names inside the
 folder (interp._util.schema.inside); anything else is one InputError naming manifest.json and the field.
-tests/test_formats_fuzz_manifest.py mutates a valid manifest and asserts exactly that.
+tests/bad_inputs/test_formats_fuzz_manifest.py mutates a valid manifest and asserts exactly that.
 """
 
 from __future__ import annotations

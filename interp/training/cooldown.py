@@ -4,7 +4,7 @@ With `lr_schedule="wsd"` the lr after the warm-up is constant until the run's ow
 decay_start(S) steps of a run of any length S are the same steps. A branch of length S therefore starts from the
 main run's state after decay_start(S) steps, trains the remaining cooldown_fraction * S steps with that run's
 1-sqrt decay, and is evaluated: it is exactly the run `--steps S --lr-schedule wsd` would have been (same seed,
-same data stream, same lr at every step; tests/test_cooldown.py checks bit-equality), at a fraction of the cost
+same data stream, same lr at every step; tests/training/test_cooldown.py checks bit-equality), at a fraction of the cost
 (Hagele et al. 2024, "Scaling Laws and Compute-Optimal Training Beyond Fixed Training Durations").
 
 The branch runs in process: the Trainer snapshots weights, optimizer, data stream and RNGs, trains the branch,

@@ -10,7 +10,7 @@ What each option does, and why this way (docs/scale.md has the user-facing versi
   checkpoint stay exactly as without the options, and FSDP's hooks (which nn.Module.__call__ runs around
   `forward`) stay outside the compiled code.
 - activation_checkpointing: torch.utils.checkpoint(use_reentrant=False) per block: the block's activations are
-  recomputed in backward; gradients are bit-identical on CPU (tests/test_fsdp.py).
+  recomputed in backward; gradients are bit-identical on CPU (tests/training/test_fsdp.py).
 - compile: torch.compile of each block's forward (and of its checkpointed form); the embedding, final norm,
   unembedding and loss stay eager. A tapered model has one MLP width per layer and dynamo specialises on
   parameter shapes, so there is one graph per distinct width: the recompile limit is raised to that count

@@ -72,7 +72,7 @@ PRESETS: dict[str, dict] = {
 }
 
 
-# A paper preset at toy size, for a dry run on a CPU before a cluster run (tests/test_fsdp.py runs each under
+# A paper preset at toy size, for a dry run on a CPU before a cluster run (tests/training/test_fsdp.py runs each under
 # 2-rank DDP and FSDP): the preset's shape shrunk (depth, width, context, batch), every other field as it is
 # (optimizer, schedule, dtype, tokenizer, data). Shrunk shapes keep the head count and d_ff / d_model.
 DRY_RUN = dict(n_layers=4, d_head=8, n_ctx=64, batch_size=8, grad_accum=2, steps=3, warmup_steps=1,

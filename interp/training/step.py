@@ -102,7 +102,7 @@ def make_optimizer(model: torch.nn.Module, cfg: TrainConfig, impl: str | None = 
     it rounds differently from the for-loop, ~1e-7, so it is not the default: benchmarks/RESULTS.md, bench_train
     e); else what torch itself picks for plain tensors (the for-loop on CPU, foreach on CUDA), and foreach for
     FSDP's DTensor parameters, for which torch would fall back to the for-loop (foreach is bit-identical to the
-    for-loop: tests/test_fsdp.py)."""
+    for-loop: tests/training/test_fsdp.py)."""
     params = [p for p in model.parameters() if p.requires_grad]
     groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": cfg.weight_decay},
               {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
