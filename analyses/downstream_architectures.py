@@ -43,8 +43,8 @@ class Config(dg.Config):
                       "(relative: to the working directory)")
 
 
-def compute(cfg: Config, figures_dir: Path) -> None:
-    dg.compute(cfg, figures_dir, (TABLE, RUNS_TABLE), NAME)
+def compute(cfg: Config, figures_dir: Path) -> bool:
+    return dg.compute(cfg, figures_dir, (TABLE, RUNS_TABLE), NAME)
 
 
 def render(figures_dir: Path) -> list[Path]:

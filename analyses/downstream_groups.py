@@ -192,9 +192,11 @@ def summarize(rows: pd.DataFrame, baseline: str, order: list[str] | None = None,
     return pd.DataFrame(out)
 
 
-def compute(cfg: Config, figures_dir: Path, files: tuple[str, str] = (TABLE, RUNS_TABLE), name: str = NAME) -> None:
+def compute(cfg: Config, figures_dir: Path, files: tuple[str, str] = (TABLE, RUNS_TABLE), name: str = NAME) -> bool:
     """Evaluate (resumable) and write the summary and per-run tables `files` (another analysis of another
-    experiment's runs, e.g. downstream_architectures, passes its own file names and `name`)."""
+    experiment's runs, e.g. downstream_architectures, passes its own file names and `name`). False when this
+    process holds no merged eval table to tabulate: a torchrun rank other than 0 (rank 0 tabulates), or a Slurm
+    array submitted with --no-wait (the same command, run again once it has finished, tabulates)."""
     from interp._util.devices import resolve_device
     from interp.evals import run_eval
 
@@ -209,11 +211,23 @@ def compute(cfg: Config, figures_dir: Path, files: tuple[str, str] = (TABLE, RUN
                       device=cfg.device, out=str(resolve_root(cfg.out)), execution=cfg.execution)
     for model, task, error in result.failed:
         print(f"[{name}] {model} / {task} failed: {error}", flush=True)
+    jobs = result.jobs
+    if result.table is None:
+        if jobs is not None and jobs.executor == "torchrun":
+            print(f"[{name}] rank {jobs.rank}/{jobs.world_size}: evaluated its share; rank 0 writes the tables",
+                  flush=True)
+        else:
+            ids = ", ".join(jobs.job_ids) if jobs is not None else ""
+            print(f"[{name}] submitted the evaluations ({ids}); when they have finished, run the same command again "
+                  f"to write the tables (`interp jobs status {resolve_root(cfg.out)}` shows where they are)",
+                  flush=True)
+        return False
     rows = run_rows(result.table, runs)
     table, runs_table = files
     write_table(rows, figures_dir, runs_table, cfg, name)
     order = variant_order(sorted(set(runs["variant"]), key=list(runs["variant"]).index), cfg.baseline)
     write_table(summarize(rows, cfg.baseline, order), figures_dir, table, cfg, name)
+    return True
 
 
 def render(figures_dir: Path, files: tuple[str, str, str] = (TABLE, RUNS_TABLE, FIGURE), name: str = NAME

@@ -17,8 +17,9 @@ from typing import TYPE_CHECKING
 from interp._util.errors import one_line
 from interp._util.io import claim_parts, exclusive_lock
 from interp.ablations.config import AblationConfig
+from interp.hf.registry import REGISTRY
 from interp.jobs.executors import ExecutorConfig, JobsResult, execute
-from interp.jobs.keys import definition_sha256, settings_hash, weights_sha256
+from interp.jobs.keys import definition_sha256, registry_key, settings_hash, weights_sha256
 from interp.jobs.parts import (check_table_outputs, failed_part, merge_table, part_files, parts_dir,
                                task_lock, write_part)
 from interp.jobs.runner import Outcome
@@ -50,9 +51,7 @@ def _model_key(spec: str) -> str:
         found = expand_paths([spec])
         if len(found) == 1 and found[0].kind != "hub":
             return f"{weights_sha256(found[0])}-{definition_sha256(found[0])}"
-    from interp.hf.registry import REGISTRY
-
-    return f"registry:{spec}:{REGISTRY[spec].cache_key()}" if spec in REGISTRY else f"spec:{spec}"
+    return registry_key(spec) if spec in REGISTRY else f"spec:{spec}"
 
 
 def _order(df: pd.DataFrame) -> pd.DataFrame:

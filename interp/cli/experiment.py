@@ -321,7 +321,8 @@ def run_eval(args: argparse.Namespace, command: str = "interp experiment eval") 
 
     check_output_dir(out, args.out_flag)
     check_output_file(resolve_root(cfg.out), "--out" if args.command == EVAL_LEGACY else "--eval-table")
-    dg.compute(cfg, out)   # no run with weights there: FileNotFoundError, one line
+    if not dg.compute(cfg, out):   # no run with weights there: FileNotFoundError, one line
+        return 0                   # a torchrun rank other than 0, or Slurm's --no-wait: nothing to tabulate here
     summary = read_table(out, dg.TABLE, dg.NAME)
     for r in summary.itertuples():
         base = dg.baseline_of(r.variant, cfg.baseline)

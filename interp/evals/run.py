@@ -42,7 +42,7 @@ from interp.evals.niah import VARIANTS as NIAH_VARIANTS
 from interp.evals.tasks import parse_tasks, require_packages, task_manager
 from interp.hf.registry import REGISTRY
 from interp.jobs.executors import JobsResult, execute
-from interp.jobs.keys import definition_sha256, sha256_cached, weights_sha256
+from interp.jobs.keys import definition_sha256, registry_key, sha256_cached, weights_sha256
 from interp.jobs.parts import FAILED_PREFIX, check_table_outputs, part_files, parts_dir, task_lock, write_part
 from interp.jobs.runner import Outcome
 from interp.jobs.targets import Target, expand_paths, hub_targets, select_checkpoints
@@ -72,7 +72,7 @@ class EvalTarget:
         config.json; an HF dir's config.json and tokenizer files, Target.definition_files: the same weights
         under another architecture or tokenizer score differently); a registry package's key; a hub id."""
         if self.kind == "registry":
-            return f"registry:{self.spec}:{REGISTRY[self.spec].cache_key()}"
+            return registry_key(self.spec)
         if self.kind == "hub":
             return f"hub:{self.spec.rpartition('@')[0]}@{self.commit}"
         if self.batch_target is None:

@@ -47,6 +47,11 @@ def weights_sha256(target: Target) -> str:
     return _files_sha256([(f.name, f) for f in files])
 
 
+def registry_key(name: str) -> str:
+    """The key of a registry model: its name and its package's cache key (a new package version is a new model)."""
+    return f"registry:{name}:{REGISTRY[name].cache_key()}"
+
+
 def ref_weights_sha256(ref: Any) -> str:
     """weights_sha256 of a resolved model (interp.hf.ModelRef): its weight file(s), a registry model's GGUF file, a
     fetched hub model's snapshot files; "" for a hub id not fetched (and for the rows of a model object passed in)."""
