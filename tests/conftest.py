@@ -51,6 +51,22 @@ def no_stop_recorded():
 
 
 @pytest.fixture(autouse=True)
+def offline_state_restored():
+    """Each test starts with the offline state it found (interp._util.offline): a test that runs a command with
+    `--offline` in this process sets a process-wide flag and HF_HUB_OFFLINE=1, which would otherwise keep every
+    later test in this worker offline (a loopback-hub test then finds nothing in its empty cache)."""
+    from interp._util import offline
+
+    flag, variable = offline._offline_flag, os.environ.get("HF_HUB_OFFLINE")
+    yield
+    offline._offline_flag = flag
+    if variable is None:
+        os.environ.pop("HF_HUB_OFFLINE", None)
+    else:
+        os.environ["HF_HUB_OFFLINE"] = variable
+
+
+@pytest.fixture(autouse=True)
 def kernel_variables_unchanged(request):
     """Fail a test that leaves a CPU-kernel variable (interp._util.cpu_kernels) other than it found it: the
     children that later tests spawn would pick other kernels than the pytest process and compute other bits

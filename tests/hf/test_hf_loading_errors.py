@@ -35,7 +35,7 @@ from tests.factories import (
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 WORDS = "the quick brown fox jumps over lazy dog and runs far away".split()
 N_CTX = 32
 STYLES = ("llama", "gpt2")

@@ -34,7 +34,7 @@ import torch
 
 from tests.hub_server import LoopbackHub, tiny_dataset_folder, tiny_model_folder
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 SERIES = ("step0", "step1000", "step2000", "step3000")
 PROBE = ["--tokens", "128", "--seq-len", "32", "--batch-size", "2"]

@@ -237,7 +237,7 @@ def _ddp_worker() -> None:
 
 @pytest.mark.integration
 def test_ddp_two_processes():
-    repo = Path(__file__).resolve().parents[1]
+    repo = Path(__file__).resolve().parents[2]
     env = {**os.environ, "PYTHONPATH": str(repo), "OMP_NUM_THREADS": "1"}
     proc = torchrun([str(Path(__file__).resolve())], env=env)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
