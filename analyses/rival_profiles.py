@@ -31,11 +31,16 @@ sweep's regime). Cost, measured: ~7-10 min per run in fp32 with 1 thread, two ru
 (`--jobs 2 --set threads=1`; ~1,030-1,240 tokens/s each on the 2-core Intel machine, ~980 on the AMD one), so
 25 runs take ~1.5-2 h. All 25 are committed (AMD EPYC, 2026-12-02), with their records under
 figures/records/rivals-tiny/ (a rerun skips them).
+With `--layouts` (Config.layouts) the study adds the literature's layouts that leave layers without an MLP
+(interp.schedules.LAYOUTS: middle-ffn, Ikeda et al.'s FFNs in the middle ~70%; no-first-mlp, modded-nanogpt's),
+at the same budget and parameter count (llama style), in the same root, so each pairs by seed with the runs
+above: 10 more runs at `tiny`, not yet trained (no row of them is committed).
 Runs: runs/rivals-<preset>/<variant>/seed<k>/.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -76,13 +81,20 @@ class Config:
     name: str | None = option(None, NAME_HELP, parse=path_component)  # default "rivals-<preset>"
     only: tuple[str, ...] = option((), ONLY_HELP, metavar="VARIANT[,VARIANT]")
     jobs: int = option(1, JOBS_HELP)
+    layouts: bool = option(False, "also the literature's layouts with layers WITHOUT an MLP (middle-ffn: Ikeda et "
+                                  "al.'s FFNs in the middle ~70%; no-first-mlp: modded-nanogpt), paired by seed "
+                                  "with the other runs: 2 x seeds more runs (HEAVY)")
     overrides: dict[str, Any] = option(help=OVERRIDES_HELP, default_factory=dict, cli=False)
 
 
 def experiment(cfg: Config):
     """The interp.training.experiments.Experiment this config describes (no training): the rivals set, with
-    `dtype` as a shared override (build_experiment)."""
-    return build_experiment(cfg, KIND)
+    `dtype` as a shared override (build_experiment), and with `layouts` the layouts without MLPs."""
+    from interp.training.experiments import layout_variants, select_variants
+
+    exp = build_experiment(dataclasses.replace(cfg, only=()), KIND)
+    exp.variants = select_variants(exp.variants + (layout_variants() if cfg.layouts else []), cfg.only)
+    return exp
 
 
 def compute(cfg: Config, figures_dir: Path, data=None, train: bool = True):

@@ -58,6 +58,13 @@ PROFILES = {
     "wider-late": (0.5, 1.0, 1.5),
 }
 
+# Layouts from the depth literature that leave some layers WITHOUT an MLP (width 0; interp.model.blocks), the
+# budget spread evenly over the others: the fraction of layers at each end that get none.
+LAYOUTS = {
+    "middle-ffn": (0.15, 0.15),     # Ikeda/Lee et al. 2025 (2508.17734): no FFN in the first and last ~15%
+    "no-first-mlp": (None, 0.0),    # modded-nanogpt: the first layer has no MLP (None: exactly one layer)
+}
+
 
 # --------------------------------------------------------------------------- the schedules
 
@@ -218,10 +225,45 @@ def group_widths(n_layers: int, d_ff: int, ratios: Sequence[float] = (1.5, 1.0, 
 
 
 def profile_widths(profile: str, n_layers: int, d_ff: int, multiple: int = 16) -> list[int]:
-    """Widths for a named layer-group profile from PROFILES (the paper's early/middle/late thirds)."""
+    """Widths for a named layer-group profile from PROFILES (the paper's early/middle/late thirds) or a layout
+    from LAYOUTS (layers without an MLP)."""
+    if profile in LAYOUTS:
+        return layout_widths(profile, n_layers, d_ff, multiple)
     if profile not in PROFILES:
-        raise ValueError(f"profile={profile!r} is unknown; valid profiles: {', '.join(PROFILES)}")
+        raise ValueError(f"profile={profile!r} is unknown; valid profiles: {', '.join([*PROFILES, *LAYOUTS])}")
     return group_widths(n_layers, d_ff, PROFILES[profile], multiple)
+
+
+def absent_layers(layout: str, n_layers: int) -> list[int]:
+    """The layers a LAYOUTS entry leaves without an MLP: round(fraction * n_layers) at each end (at least one
+    where the fraction is positive; None: exactly one)."""
+    first, last = LAYOUTS[layout]
+    count = [1 if f is None else (max(1, round(f * n_layers)) if f > 0 else 0) for f in (first, last)]
+    return [*range(count[0]), *range(n_layers - count[1], n_layers)]
+
+
+def layout_widths(layout: str, n_layers: int, d_ff: int, multiple: int = 16) -> list[int]:
+    """Budget-exact widths of a LAYOUTS entry: 0 at its absent_layers, the budget n_layers * d_ff spread evenly
+    over the rest in units of `multiple` (the units left over by the division go to the centre-most of them,
+    one each), so the sum is exactly the uniform model's and parameters and FLOPs tie with it."""
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout={layout!r} is unknown; valid layouts: {', '.join(LAYOUTS)}")
+    n_layers, d_ff, multiple = _check_shape(n_layers, d_ff, multiple)
+    absent = set(absent_layers(layout, n_layers))
+    present = [layer for layer in range(n_layers) if layer not in absent]
+    if not present:
+        raise ValueError(f"layout {layout!r} on {n_layers} layers leaves no layer an MLP; use more layers")
+    total = n_layers * d_ff // multiple
+    base, extra = divmod(total, len(present))
+    centre = (n_layers - 1) / 2
+    units = np.zeros(n_layers, dtype=np.int64)
+    units[present] = base
+    for layer in sorted(present, key=lambda l: (abs(l - centre), l))[:extra]:
+        units[layer] += 1
+    if int(units.sum()) != total or (units[present] < 1).any():
+        raise ValueError(f"layout {layout!r}: {n_layers} x d_ff {d_ff} does not fill {len(present)} layers in "
+                         f"steps of {multiple}; use a larger d_ff or a smaller multiple")
+    return [int(u) * multiple for u in units]
 
 
 # --------------------------------------------------------------------------- measured profiles
@@ -339,7 +381,7 @@ class WidthSpec:
     schedule: str = "uniform"      # one of SCHEDULES, SHAPES, "profile" or "measured"
     start: float = 1.0
     end: float = 1.0
-    profile: str | None = None     # one of PROFILES when schedule == "profile"
+    profile: str | None = None     # one of PROFILES or LAYOUTS when schedule == "profile"
     multiple: int = 16
     k: float = 10.0
     measure: tuple[float, ...] = ()   # schedule == "measured": the importance profile
@@ -361,9 +403,9 @@ class WidthSpec:
             raise ValueError(f"WidthSpec.measure / origin are only used with schedule='measured', not "
                              f"schedule={self.schedule!r}")
         if self.schedule == "profile":
-            if self.profile not in PROFILES:
+            if self.profile not in PROFILES and self.profile not in LAYOUTS:
                 raise ValueError(f"WidthSpec.profile={self.profile!r} is unknown; with schedule='profile' "
-                                 f"use one of: {', '.join(PROFILES)}")
+                                 f"use one of: {', '.join([*PROFILES, *LAYOUTS])}")
         elif self.profile is not None:
             raise ValueError(f"WidthSpec.profile={self.profile!r} is only used with schedule='profile', "
                              f"not schedule={self.schedule!r}; set profile=None")

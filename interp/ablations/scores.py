@@ -31,7 +31,7 @@ def contribution_scores(model: Any, batches: Iterable[Int[Tensor, "batch pos"]],
     def make_hook(layer: int) -> Callable:
         def hook(module: nn.Module, args: tuple) -> None:
             acts = args[0].detach()                                    # [batch, pos, d_mlp]
-            sums[layer] += acts.abs().reshape(-1, acts.shape[-1]).sum(0, dtype=torch.float64).cpu()
+            sums[layer] += acts.abs().flatten(0, -2).sum(0, dtype=torch.float64).cpu()   # width 0: no neuron
         return hook
 
     handles = [site.down.register_forward_pre_hook(make_hook(site.layer)) for site in sites]

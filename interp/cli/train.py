@@ -20,7 +20,7 @@ import sys
 
 from interp._util.config import add_arguments, add_sections, given_options
 from interp._util.dist import Distributed
-from interp.schedules import PROFILES, SCHEDULES, SHAPES
+from interp.schedules import LAYOUTS, PROFILES, SCHEDULES, SHAPES
 from interp.training.config import SECTIONS, TrainConfig, fit_to_steps, parse_train_overrides
 from interp.training.presets import PRESETS
 
@@ -55,7 +55,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        help="middle-heavy / x-shaped: --start is the edge layers' ratio, --end the centre's")
     width.add_argument("--start", type=float, help="first layer's width as a multiple of d_ff (e.g. 1.5)")
     width.add_argument("--end", type=float, help="last layer's width as a multiple of d_ff (e.g. 0.5)")
-    width.add_argument("--profile", help=f"layer-group profile: {' | '.join(PROFILES)}")
+    width.add_argument("--profile", help=f"layer-group profile: {' | '.join(PROFILES)}; or a layout with layers "
+                                         f"without an MLP: {' | '.join(LAYOUTS)}")
     width.add_argument("--multiple", type=int, help="round widths to this multiple (default 16)")
     width.add_argument("--width-file", metavar="FILE", help="widths derived from a measured profile "
                        "(`interp taper derive ... --out FILE`); resampled to this model's depth")

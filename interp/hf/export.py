@@ -138,7 +138,8 @@ def _gpt2_state_dict(model) -> dict:
         sd[pre + "attn.c_attn.weight"] = torch.cat([p.weight for p in qkv]).T
         sd[pre + "attn.c_attn.bias"] = torch.cat([p.bias for p in qkv])
         for ours, theirs in ((attn.o_proj, "attn.c_proj"), (mlp.up_proj, "mlp.c_fc"), (mlp.down_proj, "mlp.c_proj")):
-            sd[pre + f"{theirs}.weight"], sd[pre + f"{theirs}.bias"] = ours.weight.T, ours.bias
+            bias = ours.bias if ours.bias is not None else ours.weight.new_zeros(ours.out_features)   # a layer
+            sd[pre + f"{theirs}.weight"], sd[pre + f"{theirs}.bias"] = ours.weight.T, bias   # without MLP: 0 bias
     if not model.cfg.tie_embeddings:
         sd["lm_head.weight"] = model.unembed.weight
     return {k: v.detach().contiguous().cpu() for k, v in sd.items()}

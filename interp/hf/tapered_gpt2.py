@@ -32,6 +32,16 @@ class TaperedGPT2Config(GPT2Config):
         self.intermediate_sizes = sizes
 
 
+class TaperedGPT2MLP(GPT2MLP):
+    """GPT2MLP that also takes width 0, a layer without an MLP (interp.model.blocks): GPT-2's Conv1D cannot
+    multiply an empty activation, so that layer's output is its output bias (zero in an export) directly."""
+
+    def forward(self, hidden_states):
+        if self.c_fc.nf == 0:
+            return hidden_states.new_zeros(hidden_states.shape) + self.c_proj.bias
+        return super().forward(hidden_states)
+
+
 class TaperedGPT2LMHeadModel(GPT2LMHeadModel):
     """GPT2LMHeadModel whose layer l has an MLP of width config.intermediate_sizes[l]."""
 
@@ -41,5 +51,5 @@ class TaperedGPT2LMHeadModel(GPT2LMHeadModel):
         super().__init__(config)
         for block, width in zip(self.transformer.h, config.intermediate_sizes):
             if width != block.mlp.c_fc.nf:
-                block.mlp = GPT2MLP(width, config)
+                block.mlp = TaperedGPT2MLP(width, config)
         self.post_init()

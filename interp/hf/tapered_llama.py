@@ -14,6 +14,7 @@ scale 1/sqrt(d_head)), our norms are RMSNorm and our MLP is SwiGLU with Llama's 
 from __future__ import annotations
 
 import copy
+import warnings
 
 from transformers import LlamaConfig, LlamaForCausalLM
 from transformers.models.llama.modeling_llama import LlamaMLP
@@ -42,7 +43,9 @@ class TaperedLlamaForCausalLM(LlamaForCausalLM):
         super().__init__(config)
         for layer, width in zip(self.model.layers, config.intermediate_sizes):
             if width != layer.mlp.intermediate_size:
-                layer.mlp = LlamaMLP(_with_width(config, width))
+                with warnings.catch_warnings():   # width 0, a layer without an MLP: torch warns that
+                    warnings.filterwarnings("ignore", message="Initializing zero-element tensors")   # init is a no-op
+                    layer.mlp = LlamaMLP(_with_width(config, width))
         self.post_init()
 
 

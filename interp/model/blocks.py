@@ -8,6 +8,11 @@
     3 * d_model * w parameters                2 * d_model * w + w + d_model parameters
   untied embeddings                         tied embeddings, final LayerNorm
 
+A width of 0 is a layer without an MLP (Ikeda et al.'s layouts, modded-nanogpt's missing first MLP): its
+projections have no rows and (gpt2 style) the down projection no bias, so hook_mlp_out is zeros; ln2 stays (d_model
+gain parameters, or gain and bias, that get no gradient there: the count includes them, as it is numel). The probes mark
+the MLP metrics of such a layer NaN (interp.probes.table.mask_absent_mlps); the parameter count stays exact.
+
 Both keep the TransformerLens hook names (blocks.{l}.hook_resid_pre, hook_attn_out, hook_resid_mid,
 hook_mlp_out, hook_resid_post, mlp.hook_pre / hook_post, ln1/ln2.hook_normalized, attn.hook_q/k/v/z) and the
 Hugging Face Llama projection names (q_proj ... o_proj, up_proj, down_proj, nn.Linear [out, in]), so every
@@ -16,6 +21,7 @@ probe, ablation and weight surgery reads a GPT-2-style model as it reads a Trans
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import torch
@@ -98,7 +104,7 @@ class GeluMLP(nn.Module):
     def __init__(self, d_model: int, d_mlp: int):
         super().__init__()
         self.up_proj = nn.Linear(d_model, d_mlp)
-        self.down_proj = nn.Linear(d_mlp, d_model)
+        self.down_proj = nn.Linear(d_mlp, d_model, bias=d_mlp > 0)   # width 0: no MLP, so no output bias either
         self.down_proj.residual_out = True
         self.hook_pre, self.hook_post = HookPoint(), HookPoint()
 
@@ -108,7 +114,7 @@ class GeluMLP(nn.Module):
 
     @staticmethod
     def n_params(d_model: int, d_mlp: int) -> int:
-        return 2 * d_model * d_mlp + d_mlp + d_model
+        return 2 * d_model * d_mlp + d_mlp + (d_model if d_mlp else 0)
 
     @staticmethod
     def matmul_params(d_model: int, d_mlp: int) -> int:
@@ -154,7 +160,9 @@ class Block(nn.Module):
         self.ln1 = style.norm(cfg.d_model, cfg.norm_eps)
         self.attn = style.mixer(cfg)(cfg, layer)
         self.ln2 = style.norm(cfg.d_model, cfg.norm_eps)
-        self.mlp = style.mlp(cfg.d_model, cfg.d_mlp[layer])
+        with warnings.catch_warnings():   # d_mlp 0 (a layer without an MLP): torch warns that a zero-element
+            warnings.filterwarnings("ignore", message="Initializing zero-element tensors")   # init is a no-op
+            self.mlp = style.mlp(cfg.d_model, cfg.d_mlp[layer])
         self.hook_resid_pre, self.hook_attn_out, self.hook_resid_mid = HookPoint(), HookPoint(), HookPoint()
         self.hook_mlp_out, self.hook_resid_post = HookPoint(), HookPoint()
 

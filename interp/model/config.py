@@ -77,11 +77,11 @@ class ModelConfig:
                              "give one MLP width per layer (e.g. interp.schedules.taper_widths)")
         for layer, width in enumerate(self.d_mlp):
             try:
-                ok = not isinstance(width, bool) and operator.index(width) > 0
+                ok = not isinstance(width, bool) and operator.index(width) >= 0
             except TypeError:
                 ok = False
             if not ok:
-                raise ValueError(f"ModelConfig.d_mlp[{layer}] must be a positive int, got {width!r}")
+                raise ValueError(f"ModelConfig.d_mlp[{layer}] must be a non-negative int (0: a layer without an MLP), got {width!r}")
         self.d_mlp = [operator.index(w) for w in self.d_mlp]  # numpy ints -> int, so to_dict is JSON-safe
         self.__post_init__()  # tie_embeddings None (set after construction) -> the block style's default
         if not isinstance(self.tie_embeddings, bool):

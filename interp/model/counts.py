@@ -4,6 +4,7 @@ Both block styles (interp.model.blocks) are linear in each layer's width w, so t
 = n_layers x d_ff) gives a tapered model exactly the parameters and FLOPs of its uniform baseline:
   llama  SwiGLU   3 * d_model * w                       parameters, 2 * 3 * d_model * w forward FLOPs
   gpt2   GELU     2 * d_model * w + w + d_model         parameters, 2 * 2 * d_model * w forward FLOPs
+(w = 0, a layer without an MLP: no parameter in either style, the gpt2 output bias included; the budget rule holds.)
 """
 
 from __future__ import annotations

@@ -56,3 +56,18 @@ def _vocab_size(model: Any) -> int | None:
         return embedding.num_embeddings
     d_vocab = getattr(getattr(model, "cfg", None), "d_vocab", None)
     return d_vocab if isinstance(d_vocab, int) else None
+
+
+def absent_mlp_layers(model: Any) -> set[int]:
+    """Layers whose MLP has width 0 (a TaperedLM's ModelConfig.d_mlp[l] = 0, or its export's
+    intermediate_sizes[l] = 0): no MLP computes there, and hook_mlp_out is zeros. Empty for any other model."""
+    from interp.hf.adapters import unwrap
+
+    try:
+        inner = unwrap(model)
+    except TypeError:
+        return set()
+    widths = getattr(getattr(inner, "cfg", None), "d_mlp", None)
+    if widths is None:
+        widths = getattr(getattr(inner, "config", None), "intermediate_sizes", None)
+    return {layer for layer, width in enumerate(widths or []) if width == 0}

@@ -28,10 +28,10 @@ from interp._util.devices import model_device, model_dtype, resolve_device
 from interp._util.errors import InputError
 from interp._util.progress import progress as progress_reporter
 from interp._util.provenance import hardware_label
-from interp.probes.model_kinds import _model_label, _vocab_size
+from interp.probes.model_kinds import _model_label, _vocab_size, absent_mlp_layers
 from interp.probes.lens import LogitLens
 from interp.probes.names import DEFAULT_EPS, JACKKNIFE_GROUPS, LENS_METRICS, METRIC_NAMES, POSITIONS
-from interp.probes.table import to_frame
+from interp.probes.table import mask_absent_mlps, to_frame
 from interp.probes.text import _bos_id, encode_text, load_text, text_sha256, token_batches
 
 if TYPE_CHECKING:
@@ -261,6 +261,7 @@ def probe(model: Any = "smollm2-135m", text: str | Path | None = None, *, config
                   text_source=text_source, text_sha256=text_sha256(text_str), weights_sha256=weights,
                   **load_columns, tokenizer=tokenizer_label)
     _refuse_nonfinite(df, label)
+    df = mask_absent_mlps(df, absent_mlp_layers(model_obj))
     if extra_rows is not None:  # the same model, tokens and positions: rows that join the correlational ones
         df = extra_rows(df, model_obj, batches, cfg)
     n_positions = sum(b.numel() for b in batches)

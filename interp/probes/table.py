@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 from interp._util.io import atomic_write
 from interp.probes.accumulator import QUANTILE_COLUMNS, NoveltyAccumulator
+from interp.probes.metrics import METRICS
+from interp.probes.population import OPERANDS as POPULATION_OPERANDS
 from interp.probes.outputs import check_output
 
 if TYPE_CHECKING:
@@ -17,6 +19,24 @@ TABLE_COLUMNS = ("model", "checkpoint", "layer", "n_layers", "depth", "metric", 
                  "reference", "mlp_out_site", "hook_sites",
                  "positions", "seq_len", "prepend_bos", "text_source", "text_sha256", "weights_sha256", "tokenizer",
                  "dtype", "eps", "backend", "device", "hardware")
+
+# the metrics that read a layer's MLP (its output or its input): undefined at a layer without one
+MLP_METRICS = tuple(name for name, operands in [*((m.name, m.operands) for m in METRICS.values()),
+                                                *POPULATION_OPERANDS.items()]
+                    if {"mlp_out", "mlp_in"} & set(operands))
+STAT_COLUMNS = ("mean", "std", "sem", "sem_tokens", "ci_low", "ci_high", *QUANTILE_COLUMNS)
+
+
+def mask_absent_mlps(df: pd.DataFrame, layers: set[int]) -> pd.DataFrame:
+    """The MLP metrics' statistics at `layers` (layers without an MLP, d_mlp[l] = 0) set to NaN, and a column
+    `mlp_absent`: hook_mlp_out is zeros there, and the probes' convention (the cosine of a zero vector is 0)
+    would report a cosine of 0 and a norm ratio of 0, a claim about a module that does not exist."""
+    if not layers:
+        return df
+    rows = df["metric"].isin(MLP_METRICS) & df["layer"].isin(sorted(layers))
+    df.loc[rows, [c for c in STAT_COLUMNS if c in df.columns]] = float("nan")
+    df.insert(df.columns.get_loc("metric") + 1, "mlp_absent", df["layer"].isin(sorted(layers)))
+    return df
 
 
 def to_frame(acc: NoveltyAccumulator, **columns: Any) -> pd.DataFrame:

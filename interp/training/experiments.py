@@ -60,7 +60,7 @@ from interp._util.dist import Distributed
 from interp._util.children import Interrupted, stop_requested
 from interp._util.io import LockHeld, exclusive_lock, write_text_atomic
 from interp._util.paths import RESULT_FILE
-from interp.schedules import PROFILES, WidthSpec
+from interp.schedules import LAYOUTS, PROFILES, WidthSpec
 from interp.training.config import TrainConfig, fit_to_steps
 from interp.training.results import (
     BASELINE,
@@ -161,6 +161,15 @@ def rival_variants() -> list[Variant]:
     at other magnitudes would confound placement with steepness."""
     return [variant(w) for w in (WidthSpec(), WidthSpec("cosine", 1.5, 0.5), WidthSpec("cosine", 0.5, 1.5),
                                  WidthSpec("middle-heavy", 0.5, 1.5), WidthSpec("x-shaped", 1.5, 0.5))]
+
+
+def layout_variants() -> list[Variant]:
+    """Issue #34 item 5, the literature's layouts that leave layers WITHOUT an MLP, at the same budget
+    (interp.schedules.LAYOUTS): middle-ffn (no FFN in the first and last ~15% of layers, Ikeda/Lee et al. 2025)
+    and no-first-mlp (modded-nanogpt). Added to the rival study with its `layouts` option, paired by seed with
+    its runs. In the llama style their parameter counts equal uniform's (each layer keeps its ln2 gain); in the
+    gpt2 style a layer without an MLP also has no output bias, so check_equal_params refuses them there."""
+    return [variant(WidthSpec("profile", profile=name)) for name in LAYOUTS]
 
 
 VARIANT_SETS: dict[str, Callable[[], list[Variant]]] = {"groups": group_variants, "sweep": sweep_variants,
@@ -564,5 +573,5 @@ class ExperimentFailed(RuntimeError):
 
 
 __all__ = ["Variant", "Experiment", "Report", "RunStatus", "ExperimentFailed", "variant", "slug", "group_variants",
-           "sweep_variants", "rival_variants", "select_variants", "VARIANT_SETS", "SWEEP_SCHEDULES", "SWEEP_PAIRS",
+           "sweep_variants", "rival_variants", "layout_variants", "select_variants", "VARIANT_SETS", "SWEEP_SCHEDULES", "SWEEP_PAIRS",
            "check_equal_params", "describe", "run_experiment"]

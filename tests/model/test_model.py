@@ -287,7 +287,7 @@ def test_config_roundtrip_and_validation():
     assert cfg.d_head == D_MODEL // N_HEADS
     with pytest.raises(ValueError, match="unknown keys"):
         ModelConfig.from_dict({**cfg.to_dict(), "d_ff": 4})
-    bad = [dict(d_mlp=[96, 64]), dict(d_mlp=[96, 0, 32]), dict(d_mlp=[96, 64.5, 32]), dict(mixer="mamba"),
+    bad = [dict(d_mlp=[96, 64]), dict(d_mlp=[96, -1, 32]), dict(d_mlp=[96, 64.5, 32]), dict(mixer="mamba"),
            dict(n_heads=3), dict(d_model=30, n_heads=2), dict(vocab_size=0)]
     for overrides in bad:
         with pytest.raises(ValueError, match="ModelConfig"):
