@@ -52,8 +52,9 @@ def plot_rival_profiles(summary: pd.DataFrame, runs: pd.DataFrame | None = None)
     perplexity change vs uniform in percent, paired by seed (95% t-CI), one dot per seed pair, each point
     labelled below the axis with its change vs cosine 1.5->0.5 when the table has it."""
     _require_columns(summary, RIVAL_COLUMNS, "plot_rival_profiles")
-    fig = Figure(figsize=(11.5, 4.4), layout="constrained")
-    ax_w, ax_rel = fig.subplots(1, 2, width_ratios=(1.0, 1.25))
+    extra = max(0, len(summary) - 5)   # beyond the five rivals (e.g. the layouts): room for their tick labels
+    fig = Figure(figsize=(11.5 + 1.3 * extra, 4.4), layout="constrained")
+    ax_w, ax_rel = fig.subplots(1, 2, width_ratios=(1.0, 1.25 + 0.3 * extra))
     colors = [rival_color(r.schedule, r.start, r.end, i) for i, r in enumerate(summary.itertuples())]
     for row, color in zip(summary.itertuples(), colors):
         widths = np.array([int(w) for w in str(row.widths).split("/")], dtype=float)  # "512/1024/..."
