@@ -32,9 +32,9 @@ sweep's regime). Cost, measured: ~7-10 min per run in fp32 with 1 thread, two ru
 25 runs take ~1.5-2 h. All 25 are committed (AMD EPYC, 2026-12-02), with their records under
 figures/records/rivals-tiny/ (a rerun skips them).
 With `--layouts` (Config.layouts) the study adds the literature's layouts that leave layers without an MLP
-(interp.schedules.LAYOUTS: middle-ffn, Ikeda et al.'s FFNs in the middle ~70%; no-first-mlp, modded-nanogpt's),
-at the same budget and parameter count (llama style), in the same root, so each pairs by seed with the runs
-above: 10 more runs at `tiny`, not yet trained (no row of them is committed).
+(interp.schedules.LAYOUTS: middle-ffn, Ikeda et al.'s FFNs in the middle ~70 percent; no-first-mlp,
+modded-nanogpt's), at the same budget and parameter count (llama style), in the same root, so each pairs by
+seed with the runs above: 10 more runs at `tiny` (trained 2026-12-06 on the same AMD EPYC machine, fp32).
 Runs: runs/rivals-<preset>/<variant>/seed<k>/.
 """
 
@@ -82,7 +82,7 @@ class Config:
     only: tuple[str, ...] = option((), ONLY_HELP, metavar="VARIANT[,VARIANT]")
     jobs: int = option(1, JOBS_HELP)
     layouts: bool = option(False, "also the literature's layouts with layers WITHOUT an MLP (middle-ffn: Ikeda et "
-                                  "al.'s FFNs in the middle ~70%; no-first-mlp: modded-nanogpt), paired by seed "
+                                  "al.'s FFNs in the middle ~70 percent; no-first-mlp: modded-nanogpt), paired by seed "
                                   "with the other runs: 2 x seeds more runs (HEAVY)")
     overrides: dict[str, Any] = option(help=OVERRIDES_HELP, default_factory=dict, cli=False)
 
