@@ -256,7 +256,27 @@ def literature_claims(figures: Path) -> list[Claim]:
             claim.ci = (float(row["delta_ppl_ci_low"]), float(row["delta_ppl_ci_high"]))
             claim.regime = f"{int(row['n_tokens'])} held-out wiki tokens, {int(row['n_sequences'])} sequences, fp32"
             claims.append(claim)
-    return claims
+    return claims + layout_claims(figures)
+
+
+# the literature's placements of the MLP budget, in the rival study (rival_profiles, --layouts): variant -> claim
+LAYOUT_CLAIMS = {
+    "middle-heavy-0.5-1.5-0.5": ("Ikeda/Lee et al. 2025 (2508.17734)",
+                                 "MLP capacity concentrated in the middle layers beats uniform at the same budget"),
+    "middle-ffn": ("Ikeda/Lee et al. 2025 (2508.17734)",
+                   "FFNs only in the middle ~70% of the layers (none in the first and last ~15%) beat uniform"),
+    "no-first-mlp": ("modded-nanogpt",
+                     "the first layer's MLP can go (its budget spread over the others) without a loss vs uniform"),
+}
+
+
+def layout_claims(figures: Path) -> list[Claim]:
+    """The rival study's literature placements, each its validation perplexity change vs uniform."""
+    return [_training_claim(figures, "rival_profiles", variant,
+                            Claim(f"layout-{variant}", source, text,
+                                  "validation perplexity change vs uniform, % (paired by seed, t-CI)",
+                                  "rival_profiles.csv", -1, "%", figure="rival_profiles.png"))
+            for variant, (source, text) in LAYOUT_CLAIMS.items()]
 
 
 BUILDERS: tuple[Callable[[Path], list[Claim]], ...] = (

@@ -66,6 +66,13 @@ def test_training_claims_match_their_tables():
         g = group.loc[variant]
         _close(row, (g.rel_val_ppl_pct_mean, g.rel_val_ppl_pct_ci_low, g.rel_val_ppl_pct_ci_high), 2)
     assert _verdict(rows[next(k for k in rows if k.startswith("wider-early"))]) == "reproduces"
+    rivals = pd.read_csv(FIGURES / "rival_profiles.csv").set_index("variant")
+    for variant, (_, text) in report.LAYOUT_CLAIMS.items():
+        r = rivals.loc[variant]
+        _close(rows[text], (r.rel_val_ppl_pct_mean, r.rel_val_ppl_pct_ci_low, r.rel_val_ppl_pct_ci_high), 2)
+        want = ("reproduces" if r.rel_val_ppl_pct_ci_high < 0 else "contradicts" if r.rel_val_ppl_pct_ci_low > 0
+                else "unresolved")
+        assert _verdict(rows[text]) == want
     arch = pd.read_csv(FIGURES / "architectures.csv")
     for _, a in arch[arch.variant != "uniform"].iterrows():
         row = rows[f"cosine 1.5 -> 0.5 beats uniform with the {a.mixer} mixer"]
