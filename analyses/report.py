@@ -256,7 +256,49 @@ def literature_claims(figures: Path) -> list[Claim]:
             claim.ci = (float(row["delta_ppl_ci_low"]), float(row["delta_ppl_ci_high"]))
             claim.regime = f"{int(row['n_tokens'])} held-out wiki tokens, {int(row['n_sequences'])} sequences, fp32"
             claims.append(claim)
-    return claims + layout_claims(figures)
+    return claims + importance_claims(figures) + layout_claims(figures)
+
+
+# importance_measures: (measure, causal effect, sign, source, claim, pretrained too?) per model or seeded group
+IMPORTANCE_CLAIMS = (
+    ("rho_mlp", "delta_loss_skip_mlp", -1, "paper's reading (critique: 2605.14075)",
+     "a more reinforcing MLP (higher rho_mlp) matters less, over 5 seeds", False),
+    ("block_influence", "delta_loss_skip_block", +1, "ShortGPT (Block Influence)",
+     "a block that turns the stream more (higher Block Influence) costs more when removed", True),
+    ("angular_distance", "delta_loss_skip_block", +1, "Gromov et al. (angular distance)",
+     "a block with a larger angular distance between its input and output costs more when removed", True),
+)
+
+
+def importance_claims(figures: Path) -> list[Claim]:
+    """Which cheap measure predicts the damage of removing a layer (importance_measures' summary): the paper's
+    rho_mlp on our seeded checkpoints (the pretrained models' rows are novelty_vs_causal's claims already), and
+    the pruning literature's two measures on every model."""
+    table = _read(figures, "importance_measures_summary.csv")
+    if table is None:
+        return [Claim("importance", "ShortGPT; Gromov et al.; 2605.14075", "", "", "importance_measures_summary.csv",
+                      +1, missing="importance_measures")]
+    claims = []
+    for measure, causal, sign, source, text, pretrained in IMPORTANCE_CLAIMS:
+        rows = table[(table["measure"] == measure) & (table["causal"] == causal)]
+        for _, row in rows.iterrows():
+            seeded = int(row["n_seeds"]) > 1
+            if not (seeded or pretrained):
+                continue
+            what = "mean over seeds of the per-seed Spearman rho, t-CI" if seeded else "bootstrap CI over sequences"
+            claim = Claim(f"importance-{measure}-{row['group']}", source, f"{text}: {row['group']}",
+                          f"Spearman rho across layers of {measure} with {causal} ({what})",
+                          "importance_measures_summary.csv", sign, "", figure="importance_measures.png", digits=3)
+            claim.value, claim.ci = float(row["spearman_rho"]), (float(row["ci_low"]), float(row["ci_high"]))
+            seeds = f", {int(row['n_seeds'])} seeds" if seeded else ""
+            claim.regime = (f"{int(row['n_layers'])} layers{seeds}, {int(row['n_sequences'])} sequences x "
+                            f"{int(row['n_tokens']) // int(row['n_sequences'])} tokens, {row['dtype']}")
+            if seeded and measure == "rho_mlp":
+                claim.note = ("the single seed of train_comparison's tiny runs (novelty_vs_causal, above) is one draw; "
+                              "here 5 seeds of a half-width shape, each a Spearman rho over only "
+                              f"{int(row['n_layers'])} layers")
+            claims.append(claim)
+    return claims
 
 
 # the literature's placements of the MLP budget, in the rival study (rival_profiles, --layouts): variant -> claim

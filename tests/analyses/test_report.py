@@ -120,6 +120,35 @@ def test_probe_eval_and_literature_claims_match_their_tables():
         "rho_mlp rises with depth in GPT-2 (124M to 1.5B)"]
 
 
+def test_importance_claims_match_the_per_seed_table():
+    """Recomputed from the per-model table (not the summary the report reads): a seeded group's mean of its
+    seeds' Spearman rhos with scipy's t-interval (clipped to [-1, 1]); a pretrained model's own row."""
+    rows = _rows()
+    table = pd.read_csv(FIGURES / "importance_measures.csv")
+    table["group"] = table["label"].str.replace(r"/seed\d+$", "", regex=True)
+    checked = 0
+    for text, measure, causal in [("a more reinforcing MLP (higher rho_mlp) matters less, over 5 seeds",
+                                   "rho_mlp", "delta_loss_skip_mlp"),
+                                  ("a block that turns the stream more (higher Block Influence) costs more when "
+                                   "removed", "block_influence", "delta_loss_skip_block")]:
+        sel = table[(table.measure == measure) & (table.causal == causal)]
+        for group, g in sel.groupby("group"):
+            key = f"{text}: {group}"
+            if len(g) == 1:
+                if measure == "rho_mlp":
+                    assert key not in rows       # a pretrained model's rho_mlp claim is novelty_vs_causal's
+                    continue
+                want = (g.spearman_rho.iloc[0], g.ci_low.iloc[0], g.ci_high.iloc[0])
+            else:
+                x = g.spearman_rho.to_numpy()
+                low, high = stats.t.interval(0.95, len(x) - 1, loc=x.mean(), scale=stats.sem(x))
+                want = (x.mean(), max(low, -1.0), min(high, 1.0))
+            _close(rows[key], want, 3)
+            assert _verdict(rows[key]) == report.verdict(want[1:], -1 if measure == "rho_mlp" else +1)
+            checked += 1
+    assert checked == 4 + 6
+
+
 @pytest.mark.parametrize("ci, sign, want", [
     ((-2.0, -1.0), -1, "reproduces"), ((1.0, 2.0), -1, "contradicts"), ((-1.0, 1.0), -1, "unresolved"),
     ((0.0, 1.0), +1, "unresolved"), ((0.5, 1.0), +1, "reproduces"), ((np.nan, 1.0), +1, "unresolved")])
