@@ -146,3 +146,29 @@ def test_the_rival_study_takes_the_layouts_paired_by_seed():
     assert exp.name == "rivals-tiny" and rp.experiment(rp.Config()).variants == exp.variants[:5]
     assert check_equal_params([cfg for _, _, cfg in exp.configs()]) == 10_489_088   # the committed runs' count
     assert [v.name for v in rp.experiment(rp.Config(layouts=True, only=("middle-ffn",))).variants] == ["middle-ffn"]
+
+
+def test_batch_and_eval_take_checkpoints_without_an_mlp(checkpoints, tmp_path):
+    """`interp batch` over a folder of zero-width checkpoints (both block styles) gives, per checkpoint, the rows
+    a single `interp probe` gives, the absent MLP flagged; `interp eval` scores a zero-width checkpoint and its
+    HF export alike (text_ppl on the same text)."""
+    cks, text = checkpoints
+    probe = ["--text", str(text), "--tokens", "64", "--seq-len", "16", "--metrics", "rho_mlp,rho_block,norm_ratio"]
+    folder = cks["llama"].parent
+    assert main(["batch", str(folder), *probe, "--out", str(tmp_path / "batch.parquet")]) == 0
+    table = pd.read_parquet(tmp_path / "batch.parquet")
+    assert set(table["status"]) == {"ok"} and {str(cks[a]) for a in ARCHS} <= set(table["path"])
+    for arch in ARCHS:
+        assert main(["probe", "--model", str(cks[arch]), *probe, "--out", str(tmp_path / f"{arch}.parquet")]) == 0
+        one = pd.read_parquet(tmp_path / f"{arch}.parquet").set_index(["layer", "metric"])
+        rows = table[table["path"] == str(cks[arch])].set_index(["layer", "metric"]).loc[one.index]
+        pd.testing.assert_series_equal(rows["mean"], one["mean"], atol=1e-6, rtol=1e-5)
+        assert rows.loc[0, "mlp_absent"].all() and rows.loc[(0, "rho_mlp"), "mean"] != rows.loc[(0, "rho_mlp"), "mean"]
+    assert main(["export", str(cks["gpt2"]), "--out", str(tmp_path / "hf")]) == 0
+    flags = ["--tasks", "text_ppl", "--text", str(text), "--limit", "2"]
+    assert main(["eval", str(cks["gpt2"]), str(tmp_path / "hf"), *flags, "--out", str(tmp_path / "e.parquet")]) == 0
+    scores = pd.read_parquet(tmp_path / "e.parquet")
+    assert set(scores["status"]) == {"ok"}
+    for metric, g in scores.groupby("metric"):
+        assert len(g) == 2 and g["value"].notna().all(), metric
+        assert g["value"].iloc[0] == pytest.approx(g["value"].iloc[1], rel=1e-4), metric
