@@ -29,6 +29,7 @@ All methods see the same consecutive held-out wiki sequences (seq_len 512, batch
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import sys
 import tempfile
@@ -69,7 +70,9 @@ METHODS = {
     "nnsight": "nnsight trace, .save() of the same 5 sites x layers; kept",
 }
 METRIC_SETS = {"forward": "-", "body": "-", "probe": "the default six", "+geometry": "the default six + norm_ratio_attn, "
-               "norm_ratio_mlp_mid, resid_growth, angular_distance"}
+               "norm_ratio_mlp_mid, resid_growth, angular_distance",
+               "loss": "causal: the clean per-sequence loss pass", "skip_block": "causal: one layer's block removed",
+               "skip_mlp": "causal: one layer's MLP skipped", "skip_attn": "causal: one layer's attention skipped"}
 SITE_HOOKS = ("hook_resid_pre", "hook_attn_out", "hook_resid_mid", "hook_mlp_out", "hook_resid_post")
 SIZES = {
     "real": dict(tokens=(2048, 16384), wall_tokens=8192, seq_len=512, batch_size=2, timeout=1800),
@@ -77,6 +80,9 @@ SIZES = {
 }
 DEFAULT_MEM_BUDGET_GIB = 12.0  # and never more than half of MemAvailable at start
 GEOMETRY = ("norm_ratio_attn", "norm_ratio_mlp_mid", "resid_growth", "angular_distance")
+# causal rows (probe --causal): each is n_layers more passes per batch, one per ablated layer; benched as the
+# per-pass cost (the ablated layer rotates with the batch) beside the clean loss pass they are compared with
+CAUSAL = {"loss": None, "skip_block": "skip_block", "skip_mlp": "skip_mlp", "skip_attn": "skip_attn"}
 OPT_IN = {  # variant -> the metrics its accumulator tracks (names: interp.probes.names)
     "+geometry": ("rho_mlp", "rho_mlp_mid", "rho_block", "rho_attn", "norm_ratio", "block_influence", *GEOMETRY),
     "logit lens": ("logit_lens_kl", "logit_lens_top1"),
@@ -237,6 +243,23 @@ def streaming(loaded: Any, metrics: Sequence[str]) -> tuple[Any, Callable[[torch
     return acc, lambda ids: plan.run([ids], acc, "skip_first")
 
 
+def ablated_pass(model: Any, kind: str | None) -> Callable[[torch.Tensor], None]:
+    """batch -> None: the per-sequence loss pass of interp.ablations.layers.layer_effects with one layer ablated
+    (kind None: the clean pass); the layer moves on by one each call, so the batches cover the layers alike."""
+    from interp.ablations.layers import layer_ablated
+    from interp.ablations.loss import sequence_losses
+    from interp.hf import layer_modules
+
+    n_layers, calls = len(layer_modules(model)), [0]
+
+    def run(ids: torch.Tensor) -> None:
+        layer = calls[0] % n_layers
+        calls[0] += 1
+        with layer_ablated(model, kind, layer) if kind else contextlib.nullcontext():
+            sequence_losses(model, [ids])
+    return run
+
+
 def interleaved_wall(model_name: str, size: dict, threads: int) -> tuple[dict[str, list[float]], dict[str, dict]]:
     """Per-batch seconds of forward / body-only forward / probe / each opt-in measure, interleaved on each
     batch (ABBA); and per opt-in accumulator its one-time summary seconds and its state's bytes."""
@@ -253,6 +276,8 @@ def interleaved_wall(model_name: str, size: dict, threads: int) -> tuple[dict[st
     accumulators = {}
     for name in OPT_IN:
         accumulators[name], variants[name] = streaming(loaded, OPT_IN[name])
+    for name, kind in CAUSAL.items():
+        variants[name] = ablated_pass(loaded.model, kind)
     with torch.no_grad():
         times = interleave_batches(variants, batches)
     extra = {}
@@ -333,7 +358,7 @@ def main(argv: Sequence[str] | None = None, command: str | None = None) -> str |
     probe_ratio = Spread.of(paired_ratios(wall["probe"], wall["forward"]))
     body_ratio = Spread.of(paired_ratios(wall["probe"], wall["body"]))
     n_tok = size["wall_tokens"]
-    report.table([{"variant": name, "metrics": METRIC_SETS.get(name) or ", ".join(OPT_IN[name]),
+    report.table([{"variant": name, "metrics": METRIC_SETS.get(name) or ", ".join(OPT_IN.get(name, ())),
                    "seconds per batch": Spread.of(ts).fmt(".3f"), "tokens/s": n_tok / sum(ts),
                    "/ forward": Spread.of(paired_ratios(ts, wall["forward"])).fmt(),
                    "one-time summary (s)": extra.get(name, {}).get("summary_s", ""),
@@ -355,7 +380,12 @@ def main(argv: Sequence[str] | None = None, command: str | None = None) -> str |
                 f"table (b)): **{mem_text}**. The opt-in rows hold one accumulator over all batches; its state "
                 f"(what survives a batch, independent of the number of tokens: histograms, and for the population "
                 f"metrics 8 jackknife groups x layers x d_model^2 float64 covariances) is in the last column, and "
-                f"its one-time summary (eigenvalues per layer and group, CKA norms) runs once per table.")
+                f"its one-time summary (eigenvalues per layer and group, CKA norms) runs once per table. "
+                f"The causal rows are the per-sequence loss passes of `probe --causal` (interp.ablations.layers): "
+                f"the clean pass, and one pass with the named part of one layer ablated (the layer rotating from "
+                f"batch to batch, so every layer is timed alike). A causal table runs the clean pass once and "
+                f"each of its four kinds (skip_block, skip_mlp, mean_mlp, skip_attn) once per layer: 1 + 4 x "
+                f"n_layers passes per batch, on top of the probe.")
     report.check("default probe / forward wall time", probe_ratio.fmt(), "<= 1.05", probe_ratio.median <= 1.05)
     report.check("probe / forward peak memory", mem_text, "<= 1.10", mem_ok)
     report.section("(b) Probe vs TransformerLens run_with_cache vs nnsight .save()")
