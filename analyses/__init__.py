@@ -51,6 +51,7 @@ ANALYSES: list[str] = [
     "novelty_vs_causal",
     "layer_removal",
     "importance_measures",
+    "removal_accuracy",
     "downstream",
     "downstream_groups",
     "downstream_architectures",

@@ -10,14 +10,13 @@ Spearman rho of each measure with each causal effect, with a percentile bootstra
 draws for both profiles; interp.causal.correlations). One interp.causal.probe(..., causal=True) per model gives
 both sides.
 
-Optionally (accuracy_tasks, off in the quick config: hours on a CPU), the accuracy drop on lm-eval tasks when
-each block is removed: the same documents for every layer (lm-eval --limit), per-document paired differences
-against the clean model, t-CI over documents. That answers the question with the field's measure of damage
-instead of loss.
+The same question with the field's measure of damage, lm-eval accuracy, is analyses.removal_accuracy (hours on
+a CPU, resumable).
 
 Models: SmolLM2 and Gemma-3 (the registry's offline copies) and our own checkpoints: uniform and cosine 1.5->0.5,
 GPT-2-style and Transformer++ (llama) blocks, seeds 0..4 (`experiments`: gain_vs_tokens' small shape, d_model 128,
-trained for 256 steps of 2,048 tokens with a plain cosine learning rate; 20 runs of ~5 min, two at once). Their
+trained for 256 steps of 2,048 tokens with a plain cosine learning rate; 20 runs of ~200 s of one core, two at
+once). Their
 weights live under runs/ (never committed); the run records under figures/records/importance-tiny-<arch>/ say
 how each was trained, and a machine without the weights retrains them (the probe needs them). More finished runs
 (e.g. gain_vs_tokens' final checkpoints) can be added through run_dirs. HEAVY.
@@ -28,7 +27,6 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
@@ -40,7 +38,6 @@ NAME = "importance_measures"
 HEAVY = True  # SmolLM2: 1 + 4 x 30 forwards of 2,048 tokens plus the probe passes (~10 min on 2 quiet cores)
 TABLE = "importance_measures.csv"              # one row per model, measure and causal effect
 SUMMARY_TABLE = "importance_measures_summary.csv"  # per model or trained group (seeds pooled), measure and effect
-ACCURACY_TABLE = "importance_measures_accuracy.csv"  # per model, removed layer and task (when accuracy_tasks)
 FIGURE = "importance_measures.png"
 OUTPUTS = outputs(TABLE, SUMMARY_TABLE, FIGURE)
 MEASURES = ("rho_mlp", "rho_block", "block_influence", "angular_distance", "norm_ratio", "logit_lens_kl")
@@ -63,8 +60,6 @@ class Config:
     root: str = "repo:runs"                   # where the runs' weights go
     probe: ProbeConfig = field(default_factory=lambda: _probe(2048, 128))       # 16 sequences x 128
     tiny_probe: ProbeConfig = field(default_factory=lambda: _probe(16384, 256))  # 64 sequences x 256
-    accuracy_tasks: tuple[str, ...] = ()      # e.g. ("piqa", "arc_easy", "hellaswag"): HEAVY on a CPU
-    accuracy_limit: int = 200                 # the same documents for every removed layer
     n_boot: int = 2000
     confidence: float = 0.95
     seed: int = 0
@@ -150,33 +145,6 @@ def seed_summary(table: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def accuracy_drop(spec: str, tasks: tuple[str, ...], limit: int, confidence: float = 0.95) -> list[dict[str, Any]]:
-    """Per removed layer and task: the mean per-document change in accuracy (acc) against the clean model, t-CI
-    over the documents (the same `limit` documents in every condition)."""
-    from interp.ablations.layers import layer_ablated
-    from interp.evals.run import EvalTarget, lm_evaluate, load_lm
-    from interp.hf import layer_modules
-    from interp.stats_intervals import mean_ci
-
-    lm, _ = load_lm(EvalTarget(spec, "registry" if not Path(spec).exists() else "path", spec), batch_size=8)
-    model = lm.model
-    rows = []
-    for task in tasks:
-        def per_doc() -> list[float]:
-            results = lm_evaluate(lm, task, {}, limit=limit, log_samples=True)
-            return [float(s["acc"]) for s in sorted(results["samples"][task], key=lambda s: s["doc_id"])]
-
-        clean = per_doc()
-        for layer in range(len(layer_modules(model))):
-            with layer_ablated(model, "skip_block", layer):
-                removed = per_doc()
-            mean, low, high = mean_ci([r - c for r, c in zip(removed, clean, strict=True)], confidence)
-            rows.append({"task": task, "layer": layer, "acc_clean": sum(clean) / len(clean),
-                         "acc_removed": sum(removed) / len(removed), "d_acc": mean, "d_acc_ci_low": low,
-                         "d_acc_ci_high": high, "n_docs": len(clean)})
-    return rows
-
-
 def compute(cfg: Config, figures_dir: Path) -> None:
     from interp.causal import causal_data, correlations
 
@@ -197,10 +165,6 @@ def compute(cfg: Config, figures_dir: Path) -> None:
     write_table(seed_summary(summary, cfg.confidence), figures_dir, SUMMARY_TABLE, cfg, NAME)
     print(summary.pivot_table(index=["label", "measure"], columns="causal", values="spearman_rho")
           .to_string(float_format=lambda v: f"{v:+.2f}"), flush=True)
-    if cfg.accuracy_tasks:
-        acc = [{"label": label, "model": spec, **r} for label, spec, _ in tables if not Path(spec).is_dir()
-               for r in accuracy_drop(spec, cfg.accuracy_tasks, cfg.accuracy_limit, cfg.confidence)]
-        write_table(pd.DataFrame(acc), figures_dir, ACCURACY_TABLE, cfg, NAME)
 
 
 def render(figures_dir: Path) -> list[Path]:

@@ -256,7 +256,7 @@ def literature_claims(figures: Path) -> list[Claim]:
             claim.ci = (float(row["delta_ppl_ci_low"]), float(row["delta_ppl_ci_high"]))
             claim.regime = f"{int(row['n_tokens'])} held-out wiki tokens, {int(row['n_sequences'])} sequences, fp32"
             claims.append(claim)
-    return claims + importance_claims(figures) + layout_claims(figures)
+    return claims + importance_claims(figures) + accuracy_claims(figures) + layout_claims(figures)
 
 
 # importance_measures: (measure, causal effect, sign, source, claim, pretrained too?) per model or seeded group
@@ -298,6 +298,27 @@ def importance_claims(figures: Path) -> list[Claim]:
                               "here 5 seeds of a half-width shape, each a Spearman rho over only "
                               f"{int(row['n_layers'])} layers")
             claims.append(claim)
+    return claims
+
+
+def accuracy_claims(figures: Path) -> list[Claim]:
+    """ShortGPT's measure against the accuracy lost when a block is removed (removal_accuracy), per model and task
+    measured so far: a higher Block Influence should go with a larger loss, a more negative change (sign -1)."""
+    table = _read(figures, "removal_accuracy_vs_measures.csv")
+    rows = None if table is None else table[table["measure"] == "block_influence"]
+    if rows is None or rows.empty:
+        return [Claim("accuracy-block-influence", "ShortGPT (Block Influence)", "", "",
+                      "removal_accuracy_vs_measures.csv", -1, missing="removal_accuracy")]
+    claims = []
+    for _, row in rows.iterrows():
+        claim = Claim(f"accuracy-block-influence-{row['model']}-{row['task']}", "ShortGPT (Block Influence)",
+                      f"a block with a higher Block Influence costs more accuracy when removed: {row['model']}, "
+                      f"{row['task']}", "Spearman rho across layers of block_influence with the accuracy change "
+                      "(lm-eval, paired per document; bootstrap CI over documents)",
+                      "removal_accuracy_vs_measures.csv", -1, "", figure="removal_accuracy.png", digits=3)
+        claim.value, claim.ci = float(row["spearman_rho"]), (float(row["ci_low"]), float(row["ci_high"]))
+        claim.regime = f"{int(row['n_layers'])} layers, {int(row['n_docs'])} documents, {row['dtype']}"
+        claims.append(claim)
     return claims
 
 

@@ -50,3 +50,54 @@ def plot_importance_measures(summary: pd.DataFrame) -> Figure:
         ax.set_title(f"{group[:44]}\n({layers}{how})", fontsize=9)
     fig.colorbar(image, ax=axes[:len(groups)], shrink=0.8, label="Spearman rho across layers (95% CI in each cell)")
     return fig
+
+
+DROP_COLUMNS = ("model", "task", "layer", "d_acc", "d_acc_ci_low", "d_acc_ci_high")
+
+
+@_styled
+def plot_removal_accuracy(drops: pd.DataFrame, correlations: pd.DataFrame | None = None) -> Figure:
+    """Per model: the accuracy change when each block is removed, per task with its 95% t-CI over documents
+    (left); the Spearman rho of each measure with that change across layers, per task and pooled, bootstrap CI
+    over documents (right; "pending" until every layer of the model is measured)."""
+    _require_columns(drops, DROP_COLUMNS, "removal accuracy table")
+    models = list(dict.fromkeys(drops["model"]))
+    fig = Figure(figsize=(13, 3.6 * len(models)))
+    axes = fig.subplots(len(models), 2, squeeze=False, gridspec_kw={"width_ratios": (1.6, 1), "hspace": 0.45})
+    for (left, right), model in zip(axes, models, strict=True):
+        rows = drops[drops["model"] == model]
+        tasks = list(dict.fromkeys(rows["task"]))
+        for k, task in enumerate(tasks):
+            t = rows[rows["task"] == task].sort_values("layer")
+            x = t["layer"].to_numpy() + (k - (len(tasks) - 1) / 2) * 0.2
+            left.errorbar(x, t["d_acc"], yerr=[t["d_acc"] - t["d_acc_ci_low"], t["d_acc_ci_high"] - t["d_acc"]],
+                          fmt="o-", ms=3, lw=1, capsize=2, label=f"{task} (clean {t['acc_clean'].iloc[0]:.3f})"
+                          if "acc_clean" in t else task)
+        left.axhline(0, color="0.5", lw=0.8)
+        left.set_xlabel("removed layer")
+        left.set_ylabel("accuracy change (95% CI)")
+        n_docs = f", {int(rows['n_docs'].iloc[0])} documents per task" if "n_docs" in rows else ""
+        left.set_title(f"{model}: accuracy change when the block is removed{n_docs}", fontsize=9)
+        left.legend(fontsize=7)
+        corr = None if correlations is None else correlations[correlations["model"] == model]
+        if corr is None or corr.empty:
+            done = rows.groupby("task")["layer"].nunique().to_dict()
+            right.text(0.5, 0.5, "correlations pending:\nlayers measured per task\n" +
+                       "\n".join(f"{t}: {n}" for t, n in done.items()), ha="center", va="center",
+                       transform=right.transAxes, fontsize=9)
+            right.set_axis_off()
+            continue
+        measures = list(dict.fromkeys(corr["measure"]))
+        ctasks = list(dict.fromkeys(corr["task"]))
+        for k, task in enumerate(ctasks):
+            c = corr[corr["task"] == task].set_index("measure").loc[measures]
+            y = np.arange(len(measures)) + (k - (len(ctasks) - 1) / 2) * 0.18
+            right.errorbar(c["spearman_rho"], y, xerr=[c["spearman_rho"] - c["ci_low"], c["ci_high"] - c["spearman_rho"]],
+                           fmt="s" if task == "pooled" else "o", ms=4, capsize=2, label=task)
+        right.axvline(0, color="0.5", lw=0.8)
+        right.set_xlim(-1.05, 1.05)
+        right.set_yticks(range(len(measures)), measures)
+        right.invert_yaxis()
+        right.set_xlabel("Spearman rho across layers with the accuracy change (95% CI)")
+        right.legend(fontsize=7)
+    return fig

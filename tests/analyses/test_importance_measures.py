@@ -1,7 +1,7 @@
 """analyses.importance_measures end to end on one of our checkpoints: the correlation table (every measure
 against every causal effect, skip_block included) checked against scipy's Spearman on the probe table's own
-per-layer means, the figure, and the accuracy drop of removing each block on lm-eval's PIQA (3 documents)
-checked against lm-eval run by hand with the layer deleted."""
+per-layer means, the figure, the per-group summary against scipy's t-interval, and the trained side of the study
+(the accuracy drop of removing each block is analyses.removal_accuracy's: tests/analyses/test_removal_accuracy.py)."""
 
 from __future__ import annotations
 
@@ -69,27 +69,6 @@ def test_our_checkpoints_are_paired_budget_exact_experiments(tmp_path):
         assert {(c.arch, c.d_model, c.steps, c.dtype) for _, _, c in configs} == {(exp.name[16:], 128, 64, "fp32")}
         assert im.run_label(exp.run_dir(exp.variants[1], 2)) == f"{exp.name}/cosine-1.5-0.5/seed2"
     assert im.run_label(tmp_path / "my-run") == "my-run"
-
-
-@pytest.mark.slow
-def test_accuracy_drop_pairs_documents_against_the_clean_model(run):
-    """acc_removed of each layer = lm-eval's PIQA accuracy of the model rebuilt without that block (no hook)."""
-    import torch
-
-    from interp.evals.run import EvalTarget, lm_evaluate, load_lm
-
-    rows = pd.DataFrame(im.accuracy_drop(str(run), ("piqa",), limit=6))
-    lm, _ = load_lm(EvalTarget(str(run), "checkpoint", "run"), batch_size=8)
-    blocks = list(lm.model.blocks)
-    assert rows["layer"].tolist() == list(range(len(blocks))) and set(rows["n_docs"]) == {6}
-    for layer in range(len(blocks)):
-        lm.model.blocks = torch.nn.ModuleList([b for i, b in enumerate(blocks) if i != layer])
-        want = lm_evaluate(lm, "piqa", {}, limit=6)["results"]["piqa"]["acc,none"]
-        assert rows.loc[layer, "acc_removed"] == pytest.approx(want)
-    lm.model.blocks = torch.nn.ModuleList(blocks)
-    clean = lm_evaluate(lm, "piqa", {}, limit=6)["results"]["piqa"]["acc,none"]
-    assert rows["acc_clean"].iloc[0] == pytest.approx(clean)
-    assert (rows["d_acc"] - (rows["acc_removed"] - rows["acc_clean"])).abs().max() < 1e-12
 
 
 def test_seed_summary_pools_seeds_with_a_t_interval_and_keeps_a_single_model():

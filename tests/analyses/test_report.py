@@ -149,6 +149,20 @@ def test_importance_claims_match_the_per_seed_table():
     assert checked == 4 + 6
 
 
+def test_accuracy_claims_match_their_table():
+    """removal_accuracy's Block Influence rows, one claim each; none yet: "not measured" with its command."""
+    rows = _rows()
+    path = FIGURES / "removal_accuracy_vs_measures.csv"
+    bi = pd.read_csv(path).query("measure == 'block_influence'") if path.is_file() else pd.DataFrame()
+    text = "a block with a higher Block Influence costs more accuracy when removed"
+    if bi.empty:   # not computed yet (or no task complete): one "not measured" row with the command
+        assert any("interp figures --only removal_accuracy --recompute" in r for r in rows.values())
+    for _, r in bi.iterrows():
+        key = f"{text}: {r.model}, {r.task}"
+        _close(rows[key], (r.spearman_rho, r.ci_low, r.ci_high), 3)
+        assert _verdict(rows[key]) == report.verdict((r.ci_low, r.ci_high), -1)
+
+
 @pytest.mark.parametrize("ci, sign, want", [
     ((-2.0, -1.0), -1, "reproduces"), ((1.0, 2.0), -1, "contradicts"), ((-1.0, 1.0), -1, "unresolved"),
     ((0.0, 1.0), +1, "unresolved"), ((0.5, 1.0), +1, "reproduces"), ((np.nan, 1.0), +1, "unresolved")])

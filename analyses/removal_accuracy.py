@@ -1,0 +1,227 @@
+"""Which cheap measure predicts the ACCURACY lost when a block is removed? (issue #34 item 2, its lm-eval half)
+
+importance_measures answers the question with the loss; this answers it with the field's measure of damage. Per
+model, task and removed block (the layer returns its input, interp.ablations.layers' skip_block): lm-eval's
+per-document accuracy (acc) on the same `limit` documents as the clean model, paired per document, the mean
+change with a t-CI over documents. Then, across layers, the Spearman rho of each correlational measure (a plain
+probe of the model: rho_mlp, rho_block, block_influence, angular_distance, norm_ratio, logit-lens KL) with the
+accuracy drop, per task and over all the tasks' documents pooled, with a percentile bootstrap CI over documents
+(interp.stats.bootstrap_spearman; the measure profile is held fixed, so the CI is the documents' spread only).
+
+Resumable: each (model, task, condition) writes its per-document scores to parts_root/<model>/<task>/<condition>.json
+(condition: clean or layerNN) and a rerun skips what is there; after every condition the table is rewritten from
+the parts done so far, so a partial table (some layers) can be committed and the run continued on another day.
+The correlations of a task need all its layers and are written once they are there (pooled: once every task is).
+
+Cost (measured, figures/README.md): one condition of SmolLM2 on PIQA + ARC-Easy + HellaSwag at 200 documents is
+minutes on 2 CPU cores; its 31 conditions are hours, Gemma-3's 19 more. HEAVY: `interp figures --recompute --all
+--only removal_accuracy` (in the background; it resumes), a plain --recompute re-renders.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from analyses import novelty_pretrained, outputs, read_table, resolve_root, write_table
+from analyses.importance_measures import MEASURES
+from interp._util.io import write_text_atomic
+from interp.probes.config import ProbeConfig
+
+NAME = "removal_accuracy"
+HEAVY = True  # hours: 1 + n_layers lm-eval runs of every task per model (module docstring)
+TABLE = "removal_accuracy.csv"                    # per model, task and removed layer: the accuracy change
+CORRELATIONS_TABLE = "removal_accuracy_vs_measures.csv"  # per model, task (or "pooled") and measure: Spearman rho
+FIGURE = "removal_accuracy.png"
+OUTPUTS = outputs(TABLE, CORRELATIONS_TABLE, FIGURE)
+POOLED = "pooled"
+CORRELATION_COLUMNS = ("model", "task", "measure", "causal", "spearman_rho", "ci_low", "ci_high", "n_layers", "n_docs",
+                       "n_boot", "confidence", "text_sha256", "n_tokens", "dtype")   # the task name of the correlations over every task's documents together
+
+
+@dataclass
+class Config:
+    models: tuple[str, ...] = ("smollm2-135m", "gemma3-270m")   # registry names (one not installed is skipped),
+    #                                                            HF dirs, .gguf files or our checkpoints
+    tasks: tuple[str, ...] = ("piqa", "arc_easy", "hellaswag")
+    limit: int = 200                       # the first `limit` documents of each task, the same in every condition
+    batch_size: int = 8
+    parts_root: str = "repo:runs/removal_accuracy"   # per-document scores of each condition (resumable)
+    probe: ProbeConfig = field(default_factory=lambda: ProbeConfig(
+        tokens=2048, seq_len=128, batch_size=8, positions="skip_first", metrics=MEASURES))
+    n_boot: int = 2000
+    confidence: float = 0.95
+    seed: int = 0
+
+
+def _models(cfg: Config) -> list[str]:
+    """The configured models that can be loaded here: paths as given, registry names when installed."""
+    registry = [m for m in cfg.models if not Path(m).exists()]
+    installed = set(novelty_pretrained.installed_models(novelty_pretrained.Config(models=tuple(registry))))
+    return [m for m in cfg.models if Path(m).exists() or m in installed]
+
+
+def _key(spec: str) -> str:
+    """A folder name for a model: a registry name as is, a path by its last two parts."""
+    return spec if not Path(spec).exists() else "_".join(Path(spec).resolve().parts[-2:])
+
+
+def part_path(root: Path, spec: str, task: str, layer: int | None) -> Path:
+    """Where one condition's per-document scores go (layer None: the clean model)."""
+    return root / _key(spec) / task / ("clean.json" if layer is None else f"layer{layer:02d}.json")
+
+
+def read_parts(root: Path, spec: str, task: str) -> dict[int | None, list[float]]:
+    """condition -> per-document acc (doc_id order) of every part written so far."""
+    found = {}
+    for path in sorted((root / _key(spec) / task).glob("*.json")):
+        part = json.loads(path.read_text())
+        found[part["layer"]] = part["acc"]
+    return found
+
+
+def measure_conditions(cfg: Config, spec: str, root: Path, on_part: Callable[[], None] | None = None) -> int:
+    """Run lm-eval on every (task, condition) of `spec` without a part file; returns the model's layer count.
+    on_part() is called after each new part (the tables are rewritten there)."""
+    from contextlib import nullcontext
+
+    from interp.ablations.layers import layer_ablated
+    from interp.evals.run import expand_targets, lm_evaluate, load_lm
+    from interp.hf import layer_modules
+
+    lm, _ = load_lm(expand_targets([spec], checkpoints="final")[0], batch_size=cfg.batch_size)
+    n_layers = len(layer_modules(lm.model))
+    for task in cfg.tasks:
+        for layer in [None, *range(n_layers)]:
+            path = part_path(root, spec, task, layer)
+            if path.is_file():
+                continue
+            with layer_ablated(lm.model, "skip_block", layer) if layer is not None else nullcontext():
+                samples = lm_evaluate(lm, task, {}, limit=cfg.limit, log_samples=True,
+                                      bootstrap_iters=0)["samples"][task]
+            acc = [float(s["acc"]) for s in sorted(samples, key=lambda s: s["doc_id"])]
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_text_atomic(path, json.dumps({"model": spec, "task": task, "layer": layer,
+                                                "n_layers": n_layers, "acc": acc}))
+            print(f"[{NAME}] {spec} {task} {'clean' if layer is None else f'without layer {layer}'}: "
+                  f"acc {sum(acc) / len(acc):.3f} over {len(acc)} documents", flush=True)
+            if on_part is not None:
+                on_part()
+    return n_layers
+
+
+def drop_rows(cfg: Config, specs: list[str], root: Path) -> pd.DataFrame:
+    """Per model, task and removed layer with a part (and the clean part): the mean per-document change in
+    accuracy, t-CI over the documents."""
+    from interp.stats_intervals import mean_ci
+
+    rows = []
+    for spec in specs:
+        for task in cfg.tasks:
+            parts = read_parts(root, spec, task)
+            clean = parts.get(None)
+            if clean is None:
+                continue
+            for layer in sorted(k for k in parts if k is not None):
+                removed = parts[layer]
+                mean, low, high = mean_ci([r - c for r, c in zip(removed, clean, strict=True)], cfg.confidence)
+                rows.append({"model": spec, "task": task, "layer": layer, "acc_clean": float(np.mean(clean)),
+                             "acc_removed": float(np.mean(removed)), "d_acc": mean, "d_acc_ci_low": low,
+                             "d_acc_ci_high": high, "n_docs": len(clean), "limit": cfg.limit})
+    return pd.DataFrame(rows)
+
+
+def per_document(cfg: Config, spec: str, root: Path, tasks: tuple[str, ...], n_layers: int) -> np.ndarray:
+    """[documents of `tasks`, n_layers]: each document's accuracy change when each layer is removed."""
+    blocks = []
+    for task in tasks:
+        parts = read_parts(root, spec, task)
+        clean = np.asarray(parts[None])
+        blocks.append(np.stack([np.asarray(parts[layer]) - clean for layer in range(n_layers)], axis=1))
+    return np.concatenate(blocks)
+
+
+def task_layers(root: Path, spec: str, task: str) -> int | None:
+    """The model's layer count when every condition of `task` (clean and each layer removed) has its part."""
+    clean = part_path(root, spec, task, None)
+    if not clean.is_file():
+        return None
+    n_layers = int(json.loads(clean.read_text())["n_layers"])
+    done = all(part_path(root, spec, task, layer).is_file() for layer in range(n_layers))
+    return n_layers if done else None
+
+
+def correlation_rows(cfg: Config, specs: list[str], root: Path, profiles: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """Spearman rho across layers of each probe measure with the accuracy change, for every task whose layers
+    are all measured, and pooled over the tasks once all are; bootstrap CI over documents. The probe's per-layer
+    means are the fixed profile (one probe per model, kept in `profiles`)."""
+    from interp.probes import probe
+
+    frames = []
+    for spec in specs:
+        complete = {task: n for task in cfg.tasks if (n := task_layers(root, spec, task)) is not None}
+        if not complete:
+            continue
+        if spec not in profiles:
+            profiles[spec] = probe(spec, config=cfg.probe)
+        table = profiles[spec]
+        wide = table.pivot_table(index="layer", columns="metric", values="mean").sort_index()
+        n_layers = next(iter(complete.values()))
+        groups = [(t, (t,)) for t in complete] + ([(POOLED, cfg.tasks)] if len(complete) == len(cfg.tasks) else [])
+        for task, tasks in groups:
+            y = per_document(cfg, spec, root, tasks, n_layers)
+            frames.append(spearman_rows(wide[list(cfg.probe.metrics)], y, cfg).assign(
+                model=spec, task=task, text_sha256=table["text_sha256"].iloc[0],
+                n_tokens=int(table["n_tokens"].iloc[0]), dtype=table["dtype"].iloc[0]))
+    if not frames:
+        return pd.DataFrame(columns=CORRELATION_COLUMNS)
+    return pd.concat(frames, ignore_index=True)[list(CORRELATION_COLUMNS)]
+
+
+def spearman_rows(profiles: pd.DataFrame, y: np.ndarray, cfg: Config) -> pd.DataFrame:
+    """profiles: [n_layers rows, one column per measure] (fixed); y: [documents, n_layers] accuracy changes.
+    Per measure: Spearman rho of the profile with y's layer means, percentile bootstrap CI over documents."""
+    from interp.stats import bootstrap_spearman
+
+    rows = []
+    for measure in profiles.columns:
+        x = np.broadcast_to(profiles[measure].to_numpy(dtype=float), y.shape)
+        rho, low, high = bootstrap_spearman(x, y, cfg.n_boot, cfg.confidence, cfg.seed)
+        rows.append({"measure": measure, "causal": "d_acc_skip_block", "spearman_rho": rho, "ci_low": low,
+                     "ci_high": high, "n_layers": y.shape[1], "n_docs": y.shape[0], "n_boot": cfg.n_boot,
+                     "confidence": cfg.confidence})
+    return pd.DataFrame(rows)
+
+
+def save_progress(cfg: Config, specs: list[str], root: Path, profiles: dict[str, pd.DataFrame],
+                  figures_dir: Path) -> None:
+    """Both tables from what is done: the drops of every condition so far, the correlations of every complete
+    task (none yet: the header alone, and the figure says "pending")."""
+    write_table(drop_rows(cfg, specs, root), figures_dir, TABLE, cfg, NAME)
+    write_table(correlation_rows(cfg, specs, root, profiles), figures_dir, CORRELATIONS_TABLE, cfg, NAME)
+
+
+def compute(cfg: Config, figures_dir: Path) -> None:
+    specs = _models(cfg)
+    if not specs:
+        print(f"[{NAME}] none of {list(cfg.models)} can be loaded here: nothing to measure", flush=True)
+        return
+    root = resolve_root(cfg.parts_root)
+    profiles: dict[str, pd.DataFrame] = {}
+    for spec in specs:
+        measure_conditions(cfg, spec, root, on_part=lambda: save_progress(cfg, specs, root, profiles, figures_dir))
+    save_progress(cfg, specs, root, profiles, figures_dir)
+
+
+def render(figures_dir: Path) -> list[Path]:
+    from interp.plots import save_figure
+    from interp.plots.importance import plot_removal_accuracy
+
+    drops = read_table(figures_dir, TABLE, NAME)
+    correlations = read_table(figures_dir, CORRELATIONS_TABLE, NAME)
+    return [save_figure(plot_removal_accuracy(drops, correlations), Path(figures_dir) / FIGURE)]
