@@ -2,7 +2,8 @@
 
 importance_measures answers the question with the loss; this answers it with the field's measure of damage. Per
 model, task and removed block (the layer returns its input, interp.ablations.layers' skip_block): lm-eval's
-per-document accuracy (acc) on the same `limit` documents as the clean model, paired per document, the mean
+per-document accuracy (the paper's convention: acc_norm for HellaSwag, acc for PIQA and ARC-Easy; the parts keep
+both) on the same `limit` documents as the clean model, paired per document, the mean
 change with a t-CI over documents. Then, across layers, the Spearman rho of each correlational measure (a plain
 probe of the model: rho_mlp, rho_block, block_influence, angular_distance, norm_ratio, logit-lens KL) with the
 accuracy drop, per task and over all the tasks' documents pooled, with a percentile bootstrap CI over documents
@@ -76,12 +77,20 @@ def part_path(root: Path, spec: str, task: str, layer: int | None) -> Path:
     return root / _key(spec) / task / ("clean.json" if layer is None else f"layer{layer:02d}.json")
 
 
+def metric_of(task: str) -> str:
+    """The accuracy the table reports for `task`: the paper's convention (interp.evals.tasks.PAPER_METRICS:
+    acc_norm for HellaSwag and ARC-Challenge, acc for the rest); the parts keep both."""
+    from interp.evals.tasks import PAPER_METRICS
+
+    return PAPER_METRICS.get(task, "acc")
+
+
 def read_parts(root: Path, spec: str, task: str) -> dict[int | None, list[float]]:
-    """condition -> per-document acc (doc_id order) of every part written so far."""
+    """condition -> per-document accuracy (metric_of(task), doc_id order) of every part written so far."""
     found = {}
     for path in sorted((root / _key(spec) / task).glob("*.json")):
         part = json.loads(path.read_text())
-        found[part["layer"]] = part["acc"]
+        found[part["layer"]] = part[metric_of(task)]
     return found
 
 
@@ -104,12 +113,14 @@ def measure_conditions(cfg: Config, spec: str, root: Path, on_part: Callable[[],
             with layer_ablated(lm.model, "skip_block", layer) if layer is not None else nullcontext():
                 samples = lm_evaluate(lm, task, {}, limit=cfg.limit, log_samples=True,
                                       bootstrap_iters=0)["samples"][task]
-            acc = [float(s["acc"]) for s in sorted(samples, key=lambda s: s["doc_id"])]
+            samples = sorted(samples, key=lambda s: s["doc_id"])
+            scores = {m: [float(s[m]) for s in samples] for m in ("acc", "acc_norm") if m in samples[0]}
             path.parent.mkdir(parents=True, exist_ok=True)
             write_text_atomic(path, json.dumps({"model": spec, "task": task, "layer": layer,
-                                                "n_layers": n_layers, "acc": acc}))
+                                                "n_layers": n_layers, **scores}))
+            acc = scores[metric_of(task)]
             print(f"[{NAME}] {spec} {task} {'clean' if layer is None else f'without layer {layer}'}: "
-                  f"acc {sum(acc) / len(acc):.3f} over {len(acc)} documents", flush=True)
+                  f"{metric_of(task)} {sum(acc) / len(acc):.3f} over {len(acc)} documents", flush=True)
             if on_part is not None:
                 on_part()
     return n_layers
@@ -130,7 +141,8 @@ def drop_rows(cfg: Config, specs: list[str], root: Path) -> pd.DataFrame:
             for layer in sorted(k for k in parts if k is not None):
                 removed = parts[layer]
                 mean, low, high = mean_ci([r - c for r, c in zip(removed, clean, strict=True)], cfg.confidence)
-                rows.append({"model": spec, "task": task, "layer": layer, "acc_clean": float(np.mean(clean)),
+                rows.append({"model": spec, "task": task, "metric": metric_of(task), "layer": layer,
+                             "acc_clean": float(np.mean(clean)),
                              "acc_removed": float(np.mean(removed)), "d_acc": mean, "d_acc_ci_low": low,
                              "d_acc_ci_high": high, "n_docs": len(clean), "limit": cfg.limit})
     return pd.DataFrame(rows)

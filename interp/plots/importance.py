@@ -55,6 +55,13 @@ def plot_importance_measures(summary: pd.DataFrame) -> Figure:
 DROP_COLUMNS = ("model", "task", "layer", "d_acc", "d_acc_ci_low", "d_acc_ci_high")
 
 
+def _task_label(rows: pd.DataFrame, task: str) -> str:
+    """'hellaswag acc_norm (clean 0.405)': the task, its accuracy and the clean model's value, where recorded."""
+    metric = f" {rows['metric'].iloc[0]}" if "metric" in rows else ""
+    clean = f" (clean {rows['acc_clean'].iloc[0]:.3f})" if "acc_clean" in rows else ""
+    return f"{task}{metric}{clean}"
+
+
 @_styled
 def plot_removal_accuracy(drops: pd.DataFrame, correlations: pd.DataFrame | None = None) -> Figure:
     """Per model: the accuracy change when each block is removed, per task with its 95% t-CI over documents
@@ -71,8 +78,7 @@ def plot_removal_accuracy(drops: pd.DataFrame, correlations: pd.DataFrame | None
             t = rows[rows["task"] == task].sort_values("layer")
             x = t["layer"].to_numpy() + (k - (len(tasks) - 1) / 2) * 0.2
             left.errorbar(x, t["d_acc"], yerr=[t["d_acc"] - t["d_acc_ci_low"], t["d_acc_ci_high"] - t["d_acc"]],
-                          fmt="o-", ms=3, lw=1, capsize=2, label=f"{task} (clean {t['acc_clean'].iloc[0]:.3f})"
-                          if "acc_clean" in t else task)
+                          fmt="o-", ms=3, lw=1, capsize=2, label=_task_label(t, task))
         left.axhline(0, color="0.5", lw=0.8)
         left.set_xlabel("removed layer")
         left.set_ylabel("accuracy change (95% CI)")
