@@ -5,8 +5,6 @@ missing condition is evaluated again), and a partial table renders."""
 
 from __future__ import annotations
 
-import json
-
 import pandas as pd
 import pytest
 import torch
@@ -14,16 +12,9 @@ from scipy import stats
 
 from analyses import removal_accuracy as ra
 from interp.probes.config import ProbeConfig
-from tests.evals.test_evals_fixtures import english_bpe, english_checkpoint
+from tests.analyses.test_importance_measures import run  # noqa: F401 - the finished english checkpoint fixture
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-
-
-@pytest.fixture
-def run(tmp_path):
-    path = english_checkpoint(tmp_path / "run", english_bpe(tmp_path / "bpe" / "tokenizer.json"))
-    (path / "result.json").write_text(json.dumps({"status": "done"}))
-    return path
 
 
 @pytest.mark.slow
