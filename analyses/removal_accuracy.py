@@ -9,10 +9,14 @@ probe of the model: rho_mlp, rho_block, block_influence, angular_distance, norm_
 accuracy drop, per task and over all the tasks' documents pooled, with a percentile bootstrap CI over documents
 (interp.stats.bootstrap_spearman; the measure profile is held fixed, so the CI is the documents' spread only).
 
-Resumable: each (model, task, condition) writes its per-document scores to parts_root/<model>/<task>/<condition>.json
-(condition: clean or layerNN) and a rerun skips what is there; after every condition the table is rewritten from
-the parts done so far, so a partial table (some layers) can be committed and the run continued on another day.
-The correlations of a task need all its layers and are written once they are there (pooled: once every task is).
+Resumable: each (model, task, condition) writes its per-document scores, with the hardware, dtype and package
+versions that produced them, to parts_root/<model>/<task>/<condition>.json (condition: clean or layerNN; committed
+under figures/records/, a few kB each) and a rerun skips what is there; after every condition the table is rewritten
+from the parts done so far, so a partial table (some layers) can be committed and the run continued on another day
+or machine. A model's conditions are paired per document, so they must come from one kind of hardware: a resume on
+another CPU (or GPU) refuses, naming the part. The correlations of a task need all its layers and are written once
+they are there (pooled: once every task is). Rows of models outside this run's `models` are kept from the tables
+already in figures_dir, so one model can be added (`--set 'models=["gemma3-270m"]'`) without recomputing the others.
 
 Cost (measured, figures/README.md): one condition of SmolLM2 on PIQA + ARC-Easy + HellaSwag at 200 documents is
 minutes on 2 CPU cores; its 31 conditions are hours, Gemma-3's 19 more. HEAVY: `interp figures --recompute --all
@@ -32,6 +36,7 @@ import pandas as pd
 from analyses import novelty_pretrained, outputs, read_table, resolve_root, write_table
 from analyses.importance_measures import MEASURES
 from interp._util.io import write_text_atomic
+from interp._util.provenance import hardware_label, versions_string
 from interp.probes.config import ProbeConfig
 
 NAME = "removal_accuracy"
@@ -42,7 +47,10 @@ FIGURE = "removal_accuracy.png"
 OUTPUTS = outputs(TABLE, CORRELATIONS_TABLE, FIGURE)
 POOLED = "pooled"
 CORRELATION_COLUMNS = ("model", "task", "measure", "causal", "spearman_rho", "ci_low", "ci_high", "n_layers", "n_docs",
-                       "n_boot", "confidence", "text_sha256", "n_tokens", "dtype")   # the task name of the correlations over every task's documents together
+                       "n_boot", "confidence", "text_sha256", "n_tokens", "dtype", "hardware")
+PART_PROVENANCE = ("hardware", "dtype", "versions")   # what each part records of the process that evaluated it
+DROP_COLUMNS = ("model", "task", "metric", "layer", "acc_clean", "acc_removed", "d_acc", "d_acc_ci_low",
+                "d_acc_ci_high", "n_docs", "limit", *PART_PROVENANCE)
 
 
 @dataclass
@@ -51,8 +59,11 @@ class Config:
     #                                                            HF dirs, .gguf files or our checkpoints
     tasks: tuple[str, ...] = ("piqa", "arc_easy", "hellaswag")
     limit: int = 200                       # the first `limit` documents of each task, the same in every condition
+    layers: tuple[int, ...] | None = None  # the blocks to remove, one at a time (None: every block; a subset
+    #                                        gives table rows, the correlations need them all)
     batch_size: int = 8
-    parts_root: str = "repo:runs/removal_accuracy"   # per-document scores of each condition (resumable)
+    model_dtype: str = "float32"           # the dtype lm-eval's forwards run in (recorded in every part)
+    parts_root: str = "repo:figures/records/removal_accuracy"   # per-document scores of each condition (resumable)
     probe: ProbeConfig = field(default_factory=lambda: ProbeConfig(
         tokens=2048, seq_len=128, batch_size=8, positions="skip_first", metrics=MEASURES))
     n_boot: int = 2000
@@ -85,13 +96,51 @@ def metric_of(task: str) -> str:
     return PAPER_METRICS.get(task, "acc")
 
 
-def read_parts(root: Path, spec: str, task: str) -> dict[int | None, list[float]]:
-    """condition -> per-document accuracy (metric_of(task), doc_id order) of every part written so far."""
+def read_part_files(root: Path, spec: str, task: str) -> dict[int | None, dict]:
+    """condition (None: clean) -> the part as written, of every part of (spec, task) so far."""
     found = {}
     for path in sorted((root / _key(spec) / task).glob("*.json")):
         part = json.loads(path.read_text())
-        found[part["layer"]] = part[metric_of(task)]
+        found[part["layer"]] = part
     return found
+
+
+def read_parts(root: Path, spec: str, task: str) -> dict[int | None, list[float]]:
+    """condition -> per-document accuracy (metric_of(task), doc_id order) of every part written so far."""
+    return {layer: part[metric_of(task)] for layer, part in read_part_files(root, spec, task).items()}
+
+
+def check_same_hardware(root: Path, spec: str, tasks: tuple[str, ...], here: str) -> None:
+    """Refuse to add parts to a model whose parts came from other hardware: its conditions are paired per
+    document, and float results differ between CPU kinds (the guide: keep a paired study on one kind)."""
+    for task in tasks:
+        for layer, part in read_part_files(root, spec, task).items():
+            if part.get("hardware", here) != here:
+                path = part_path(root, spec, task, layer)
+                raise RuntimeError(
+                    f"{path}: field 'hardware' is {part['hardware']!r}, this machine is {here!r}; the conditions of "
+                    f"{spec} are paired per document and must come from one kind of hardware. Finish the run on "
+                    f"that hardware, or start it again here with another parts_root (--set parts_root=DIR); "
+                    f"nothing was changed")
+
+
+def removed_layers(cfg: Config, n_layers: int, spec: str) -> list[int]:
+    """The layers to remove from a model of n_layers: cfg.layers (checked against the model) or all."""
+    if cfg.layers is None:
+        return list(range(n_layers))
+    wrong = [layer for layer in cfg.layers if not 0 <= layer < n_layers]
+    if wrong:
+        raise ValueError(f"removal_accuracy: field 'layers' holds {wrong}, but {spec} has layers 0..{n_layers - 1}; "
+                         f"give indices in that range, or layers=null for all")
+    return sorted(set(cfg.layers))
+
+
+def complete_layers(cfg: Config, spec: str, root: Path) -> int | None:
+    """The model's layer count when every task's every condition has its part (a rerun then loads nothing)."""
+    counts = {task_layers(root, spec, task) for task in cfg.tasks}
+    if len(counts) != 1 or None in counts:
+        return None
+    return counts.pop() if cfg.layers is None or max(cfg.layers) < next(iter(counts)) else None
 
 
 def measure_conditions(cfg: Config, spec: str, root: Path, on_part: Callable[[], None] | None = None) -> int:
@@ -103,10 +152,16 @@ def measure_conditions(cfg: Config, spec: str, root: Path, on_part: Callable[[],
     from interp.evals.run import expand_targets, lm_evaluate, load_lm
     from interp.hf import layer_modules
 
-    lm, _ = load_lm(expand_targets([spec], checkpoints="final")[0], batch_size=cfg.batch_size)
+    if (done := complete_layers(cfg, spec, root)) is not None:
+        return done
+    lm, _ = load_lm(expand_targets([spec], checkpoints="final")[0], batch_size=cfg.batch_size,
+                    model_dtype=cfg.model_dtype)
+    dtype = str(next(lm.model.parameters()).dtype).removeprefix("torch.")
+    here = hardware_label(next(lm.model.parameters()).device, dtype=dtype)
+    check_same_hardware(root, spec, cfg.tasks, here)
     n_layers = len(layer_modules(lm.model))
     for task in cfg.tasks:
-        for layer in [None, *range(n_layers)]:
+        for layer in [None, *removed_layers(cfg, n_layers, spec)]:
             path = part_path(root, spec, task, layer)
             if path.is_file():
                 continue
@@ -116,8 +171,9 @@ def measure_conditions(cfg: Config, spec: str, root: Path, on_part: Callable[[],
             samples = sorted(samples, key=lambda s: s["doc_id"])
             scores = {m: [float(s[m]) for s in samples] for m in ("acc", "acc_norm") if m in samples[0]}
             path.parent.mkdir(parents=True, exist_ok=True)
-            write_text_atomic(path, json.dumps({"model": spec, "task": task, "layer": layer,
-                                                "n_layers": n_layers, **scores}))
+            write_text_atomic(path, json.dumps({"model": spec, "task": task, "layer": layer, "n_layers": n_layers,
+                                                "limit": cfg.limit, "hardware": here, "dtype": dtype,
+                                                "versions": versions_string(), **scores}))
             acc = scores[metric_of(task)]
             print(f"[{NAME}] {spec} {task} {'clean' if layer is None else f'without layer {layer}'}: "
                   f"{metric_of(task)} {sum(acc) / len(acc):.3f} over {len(acc)} documents", flush=True)
@@ -134,18 +190,25 @@ def drop_rows(cfg: Config, specs: list[str], root: Path) -> pd.DataFrame:
     rows = []
     for spec in specs:
         for task in cfg.tasks:
-            parts = read_parts(root, spec, task)
-            clean = parts.get(None)
-            if clean is None:
+            parts = read_part_files(root, spec, task)
+            if None not in parts:
                 continue
+            clean = parts[None][metric_of(task)]
             for layer in sorted(k for k in parts if k is not None):
-                removed = parts[layer]
+                removed = parts[layer][metric_of(task)]
                 mean, low, high = mean_ci([r - c for r, c in zip(removed, clean, strict=True)], cfg.confidence)
                 rows.append({"model": spec, "task": task, "metric": metric_of(task), "layer": layer,
                              "acc_clean": float(np.mean(clean)),
                              "acc_removed": float(np.mean(removed)), "d_acc": mean, "d_acc_ci_low": low,
-                             "d_acc_ci_high": high, "n_docs": len(clean), "limit": cfg.limit})
-    return pd.DataFrame(rows)
+                             "d_acc_ci_high": high, "n_docs": len(clean), "limit": cfg.limit,
+                             **{k: parts[layer].get(k, "") for k in PART_PROVENANCE}})
+    return pd.DataFrame(rows, columns=list(DROP_COLUMNS))
+
+
+def hardware_of(root: Path, spec: str, tasks: tuple[str, ...]) -> str:
+    """The hardware that evaluated the parts of `spec` (one kind: check_same_hardware)."""
+    labels = {part.get("hardware", "") for task in tasks for part in read_part_files(root, spec, task).values()}
+    return ", ".join(sorted(labels))
 
 
 def per_document(cfg: Config, spec: str, root: Path, tasks: tuple[str, ...], n_layers: int) -> np.ndarray:
@@ -189,7 +252,8 @@ def correlation_rows(cfg: Config, specs: list[str], root: Path, profiles: dict[s
             y = per_document(cfg, spec, root, tasks, n_layers)
             frames.append(spearman_rows(wide[list(cfg.probe.metrics)], y, cfg).assign(
                 model=spec, task=task, text_sha256=table["text_sha256"].iloc[0],
-                n_tokens=int(table["n_tokens"].iloc[0]), dtype=table["dtype"].iloc[0]))
+                n_tokens=int(table["n_tokens"].iloc[0]), dtype=table["dtype"].iloc[0],
+                hardware=hardware_of(root, spec, tasks)))
     if not frames:
         return pd.DataFrame(columns=CORRELATION_COLUMNS)
     return pd.concat(frames, ignore_index=True)[list(CORRELATION_COLUMNS)]
@@ -213,9 +277,26 @@ def spearman_rows(profiles: pd.DataFrame, y: np.ndarray, cfg: Config) -> pd.Data
 def save_progress(cfg: Config, specs: list[str], root: Path, profiles: dict[str, pd.DataFrame],
                   figures_dir: Path) -> None:
     """Both tables from what is done: the drops of every condition so far, the correlations of every complete
-    task (none yet: the header alone, and the figure says "pending")."""
-    write_table(drop_rows(cfg, specs, root), figures_dir, TABLE, cfg, NAME)
-    write_table(correlation_rows(cfg, specs, root, profiles), figures_dir, CORRELATIONS_TABLE, cfg, NAME)
+    task (none yet: the header alone, and the figure says "pending"); rows of models outside `specs` are kept
+    from the tables already there (kept_rows)."""
+    write_table(kept_rows(figures_dir, TABLE, specs, drop_rows(cfg, specs, root)), figures_dir, TABLE, cfg, NAME)
+    write_table(kept_rows(figures_dir, CORRELATIONS_TABLE, specs, correlation_rows(cfg, specs, root, profiles)),
+                figures_dir, CORRELATIONS_TABLE, cfg, NAME)
+
+
+def kept_rows(figures_dir: Path, filename: str, specs: list[str], new: pd.DataFrame) -> pd.DataFrame:
+    """`new` after the rows of the stored table whose model is not measured by this run (their provenance
+    columns travel with them), so adding a model does not drop another's finished rows."""
+    path = Path(figures_dir) / filename
+    if not path.is_file() or path.stat().st_size == 0:
+        return new
+    old = pd.read_csv(path)
+    old = old[~old["model"].isin(specs)]
+    if old.empty:
+        return new
+    if new.empty:
+        return old.reindex(columns=new.columns if len(new.columns) else old.columns)
+    return pd.concat([old, new], ignore_index=True)
 
 
 def compute(cfg: Config, figures_dir: Path) -> None:

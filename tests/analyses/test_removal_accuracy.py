@@ -1,9 +1,13 @@
 """analyses.removal_accuracy on one of our checkpoints, lm-eval's PIQA at 6 documents: each removed layer's
 accuracy equals lm-eval's on the model rebuilt without that block (no hook), the correlations equal scipy's
 Spearman of an independent probe's layer means with the table's accuracy changes, a rerun resumes (only a
-missing condition is evaluated again), and a partial table renders."""
+missing condition is evaluated again; a finished one loads no model; parts from other hardware are refused), and a
+partial table renders. A save_pretrained directory through `interp figures --set models=[DIR]` and SmolLM2's .gguf
+file from Python give lm-eval's accuracy with the block skipped by a plain HF forward hook."""
 
 from __future__ import annotations
+
+import json
 
 import pandas as pd
 import pytest
@@ -11,6 +15,8 @@ import torch
 from scipy import stats
 
 from analyses import removal_accuracy as ra
+from interp import hf
+from interp._util.provenance import hardware_label
 from interp.probes.config import ProbeConfig
 from tests.analyses.test_importance_measures import run  # noqa: F401 - the finished english checkpoint fixture
 
@@ -18,7 +24,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.mark.slow
-def test_accuracy_drop_correlations_and_resume(run, tmp_path):
+def test_accuracy_drop_correlations_and_resume(run, tmp_path, monkeypatch):
     from interp.evals.run import EvalTarget, lm_evaluate, load_lm
     from interp.probes import probe
 
@@ -40,8 +46,12 @@ def test_accuracy_drop_correlations_and_resume(run, tmp_path):
     assert drops["acc_clean"].iloc[0] == pytest.approx(lm_evaluate(lm, "piqa", {}, limit=6)["results"]["piqa"]["acc,none"])
     assert (drops["d_acc"] - (drops["acc_removed"] - drops["acc_clean"])).abs().max() < 1e-12
 
+    here = hardware_label("cpu", dtype="float32")
+    assert set(drops["hardware"]) == {here} and set(drops["dtype"]) == {"float32"}
+    assert drops["versions"].str.contains("torch=").all()
     corr = pd.read_csv(figures / ra.CORRELATIONS_TABLE)
     assert set(corr["task"]) == {"piqa", ra.POOLED} and set(corr["measure"]) == set(probe_cfg.metrics)
+    assert set(corr["hardware"]) == {here}
     wide = probe(str(run), config=probe_cfg).pivot_table(index="layer", columns="metric", values="mean")
     assert set(corr["n_layers"]) == {len(blocks)} and set(corr["n_docs"]) == {6}
     assert corr["text_sha256"].notna().all() and corr["dtype"].eq("float32").all()
@@ -69,6 +79,24 @@ def test_accuracy_drop_correlations_and_resume(run, tmp_path):
     [png] = ra.render(figures)
     assert png.stat().st_size > 10_000
 
+    # every condition done: a rerun loads no model (the tables are rewritten from the parts alone)
+    import interp.evals.run as evals_run
+
+    def no_load(*args, **kwargs):
+        raise AssertionError("a finished run loaded the model")
+    monkeypatch.setattr(evals_run, "load_lm", no_load)
+    ra.compute(cfg, figures)
+    pd.testing.assert_frame_equal(pd.read_csv(figures / ra.TABLE), drops)
+    monkeypatch.undo()
+
+    # a part from other hardware: the resume refuses before evaluating anything, naming the part and the field
+    other = ra.part_path(tmp_path / "parts", str(run), "piqa", 0)
+    other.write_text(json.dumps({**json.loads(other.read_text()), "hardware": "Other CPU (64 cores)"}))
+    missing.unlink()
+    with pytest.raises(RuntimeError, match=r"layer00\.json: field 'hardware' is 'Other CPU \(64 cores\)'"):
+        ra.compute(cfg, figures)
+    assert not missing.is_file()
+
 
 def test_spearman_rows_against_scipy():
     """The statistic on a known case: 12 layers, 40 documents, a profile that tracks the damage with noise; rho is
@@ -86,3 +114,80 @@ def test_spearman_rows_against_scipy():
         assert row["ci_low"] <= row["spearman_rho"] <= row["ci_high"] and row["n_docs"] == 40
     assert out.loc["tracks", "spearman_rho"] == pytest.approx(-out.loc["reversed", "spearman_rho"], abs=0.2)
     assert out.loc["tracks", "spearman_rho"] < -0.5   # the profile rises as the damage (a negative change) grows
+
+
+def test_rows_of_models_outside_the_run_are_kept(tmp_path):
+    """Adding a model (--set models=[NEW]) rewrites its rows and keeps every other model's, provenance included."""
+    old = pd.DataFrame({"model": ["a", "a", "b"], "layer": [0, 1, 0], "d_acc": [0.1, 0.2, 0.3],
+                        "hardware": ["AMD EPYC (2 cores)"] * 3})
+    old.to_csv(tmp_path / ra.TABLE, index=False)
+    new = pd.DataFrame({"model": ["b", "c"], "layer": [0, 0], "d_acc": [0.5, 0.6], "hardware": ["X", "X"]})
+    kept = ra.kept_rows(tmp_path, ra.TABLE, ["b", "c"], new)
+    assert kept["model"].tolist() == ["a", "a", "b", "c"] and kept["d_acc"].tolist() == [0.1, 0.2, 0.5, 0.6]
+    assert ra.kept_rows(tmp_path, ra.TABLE, ["b"], pd.DataFrame())["model"].tolist() == ["a", "a"]
+    assert ra.kept_rows(tmp_path / "nothing-yet", ra.TABLE, ["b"], new).equals(new)
+
+
+def _hooked_accuracy(lm, task: str, limit: int, layer: int | None) -> float:
+    """lm-eval's accuracy with HF decoder layer `layer` returning its input (a plain forward hook, not
+    interp.ablations), or clean (None)."""
+    from interp.evals.run import lm_evaluate
+    from interp.evals.tasks import PAPER_METRICS
+
+    handle = None
+    if layer is not None:
+        block = lm.model.model.layers[layer]
+        handle = block.register_forward_hook(
+            lambda mod, args, kwargs, out: args[0] if args else kwargs["hidden_states"], with_kwargs=True)
+    try:
+        metric = PAPER_METRICS.get(task, "acc")
+        return lm_evaluate(lm, task, {}, limit=limit)["results"][task][f"{metric},none"]
+    finally:
+        if handle is not None:
+            handle.remove()
+
+
+@pytest.mark.slow
+def test_hf_dir_through_the_cli_matches_a_plain_hook(tmp_path, save_pretrained_dir, smollm2_tokenizer):
+    from interp.cli import main
+    from interp.evals.run import expand_targets, load_lm
+    from tests.factories import SMOLLM2_VOCAB, tiny_hf
+
+    llama = tiny_hf("LlamaForCausalLM", vocab_size=SMOLLM2_VOCAB, d_model=64, d_mlp=128, n_layers=2, n_ctx=512)
+    hf_dir = str(save_pretrained_dir("hf-llama", llama, smollm2_tokenizer))
+    figures = tmp_path / "figures"
+    probe = {"tokens": 128, "seq_len": 32, "batch_size": 2, "metrics": ["block_influence", "norm_ratio"]}
+    assert main(["figures", "--recompute", "--only", ra.NAME, "--figures-dir", str(figures),
+                 "--set", f"models={json.dumps([hf_dir])}", "--set", 'tasks=["arc_easy"]', "--set", "limit=5",
+                 "--set", f"parts_root={json.dumps(str(tmp_path / 'parts'))}", "--set", "n_boot=20",
+                 "--set", f"probe={json.dumps(probe)}"]) == 0
+    drops = pd.read_csv(figures / ra.TABLE)
+    assert drops["model"].tolist() == [hf_dir, hf_dir] and drops["layer"].tolist() == [0, 1]
+    lm, _ = load_lm(expand_targets([hf_dir], checkpoints="final")[0], batch_size=8)
+    assert drops["acc_clean"].iloc[0] == pytest.approx(_hooked_accuracy(lm, "arc_easy", 5, None))
+    for layer in (0, 1):
+        assert drops.loc[layer, "acc_removed"] == pytest.approx(_hooked_accuracy(lm, "arc_easy", 5, layer))
+    corr = pd.read_csv(figures / ra.CORRELATIONS_TABLE)
+    assert set(corr["task"]) == {"arc_easy", ra.POOLED} and set(corr["n_layers"]) == {2}
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+@pytest.mark.skipif(not hf.REGISTRY["smollm2-135m"].installed(), reason="needs SmolLM2")
+def test_gguf_file_layer_subset_matches_a_plain_hook(tmp_path):
+    """SmolLM2 as its .gguf file, one removed layer (Config.layers), HellaSwag (acc_norm) at 3 documents."""
+    from interp.evals.run import expand_targets, load_lm
+
+    gguf = str(hf.REGISTRY["smollm2-135m"].locate())
+    assert hf.resolve_model(gguf).kind == "gguf"
+    cfg = ra.Config(models=(gguf,), tasks=("hellaswag",), limit=3, layers=(11,), parts_root=str(tmp_path / "parts"))
+    ra.compute(cfg, tmp_path / "figures")
+    drops = pd.read_csv(tmp_path / "figures" / ra.TABLE)
+    assert drops["layer"].tolist() == [11] and drops["metric"].tolist() == ["acc_norm"]
+    assert pd.read_csv(tmp_path / "figures" / ra.CORRELATIONS_TABLE).empty   # one layer of 30: no correlation
+    lm, _ = load_lm(expand_targets([gguf], checkpoints="final")[0], batch_size=8)
+    assert drops["acc_clean"].iloc[0] == pytest.approx(_hooked_accuracy(lm, "hellaswag", 3, None))
+    assert drops["acc_removed"].iloc[0] == pytest.approx(_hooked_accuracy(lm, "hellaswag", 3, 11))
+    with pytest.raises(ValueError, match="field 'layers' holds \\[30\\]"):
+        ra.compute(ra.Config(models=(gguf,), tasks=("hellaswag",), limit=3, layers=(30,),
+                             parts_root=str(tmp_path / "parts")), tmp_path / "figures")
