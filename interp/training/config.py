@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +43,7 @@ SECTIONS = {
     "checkpointing": "saving and resuming",
     "output": "the run directory and what the run reports: evaluation, log.jsonl, progress",
 }
+MAX_STEPS_ENV = "INTERP_MAX_STEPS"   # caps every run's steps (a quick pass over the README tour); unset: no cap
 COOLDOWN_FRACTION = 0.2   # the default (Hagele et al.); a run whose schedule is not wsd stores this one
 # Fields that change how a run is executed or reported, never its weights: they may differ on resume.
 RUNTIME_FIELDS = ("out_dir", "resume", "threads", "eval_interval", "ckpt_interval", "keep_step_checkpoints",
@@ -296,9 +298,23 @@ def decay_start(steps: int, cfg: TrainConfig) -> int:
     return steps - max(1, round(cfg.cooldown_fraction * steps))
 
 
+def max_steps() -> int | None:
+    """The INTERP_MAX_STEPS cap on every run's steps (None when unset): how a quick pass runs the README's tour
+    and the experiments as written, each run shortened and saying so."""
+    raw = os.environ.get(MAX_STEPS_ENV, "").strip()
+    if not raw:
+        return None
+    if not raw.isdigit() or int(raw) < 1:
+        raise ValueError(f"environment variable {MAX_STEPS_ENV}={raw!r}: give a positive step count "
+                         f"(e.g. {MAX_STEPS_ENV}=3), or unset it for the configured steps")
+    return int(raw)
+
+
 def fit_to_steps(cfg: TrainConfig, given: Iterable[str] = ()) -> tuple[TrainConfig, list[str]]:
     """The one rule, for `interp train` and every experiment, when --steps is shorter than the schedule: the
     run is fitted and says so, rather than refused (a quick `--steps 25` of a preset with a 25-step warm-up).
+    INTERP_MAX_STEPS (max_steps) first caps the steps, as if --steps had been given that value; a capped run's
+    warm-up is fitted even when given (an experiment's own warm-up of 10 steps, say): the cap overrides both.
 
     wsd cooldown branches not shorter than the run are dropped (the run's own end is its longest length). Then a
     warm-up the user did not set (`given`: the fields set explicitly, not by the preset) longer than the run
@@ -307,6 +323,12 @@ def fit_to_steps(cfg: TrainConfig, given: Iterable[str] = ()) -> tuple[TrainConf
     Returns the fitted config and one line per change, for the caller to print; values validate() refuses anyway
     (a negative step count, a cooldown_fraction of 2) are left to it."""
     notes: list[str] = []
+    cap = max_steps()
+    capped = cap is not None and _is_int(cfg.steps) and cfg.steps > cap
+    if capped:
+        notes.append(f"steps capped from {cfg.steps} to {cap} by {MAX_STEPS_ENV}={cap}: a quick run, not the "
+                     f"configured one (its result records steps={cap})")
+        cfg = dataclasses.replace(cfg, steps=cap)
     steps, warmup, frac = cfg.steps, cfg.warmup_steps, cfg.cooldown_fraction
     if not (_is_int(steps) and steps > 0 and _is_int(warmup) and warmup >= 0 and cfg.lr_schedule in LR_SCHEDULES
             and isinstance(frac, int | float) and not isinstance(frac, bool) and 0 < frac <= 1):
@@ -330,7 +352,7 @@ def fit_to_steps(cfg: TrainConfig, given: Iterable[str] = ()) -> tuple[TrainConf
                f"{limit}")
     else:
         limit, why = steps, f"the run has {steps} steps"
-    if warmup > limit and "warmup_steps" not in set(given):
+    if warmup > limit and ("warmup_steps" not in set(given) or capped):
         cfg = dataclasses.replace(cfg, warmup_steps=limit)
         notes.append(f"warm-up shortened from {warmup} to {limit} steps: {why} (--warmup-steps sets it)")
     return cfg, notes

@@ -28,6 +28,7 @@ import json
 import math
 import os
 import random
+import sys
 import time
 from pathlib import Path
 
@@ -48,7 +49,7 @@ from interp._util.provenance import provenance
 from interp.data import TokenData, prepare_tokens
 from interp.model import TaperedLM, flops_per_token, param_counts, training_flops_per_token
 from interp.training import checkpoints, cooldown, parallel, sharded
-from interp.training.config import TrainConfig, config_diff, lr_at
+from interp.training.config import TrainConfig, config_diff, fit_to_steps, lr_at, max_steps
 from interp.training.runtime import StopFlag, param_hash, rng_state, set_rng_state
 from interp.training.step import bf16_is_native, compute_dtype, lm_loss_sum, make_optimizer, train_step
 
@@ -100,6 +101,10 @@ class Trainer:
     """
 
     def __init__(self, cfg: TrainConfig, data: TokenData | None = None):
+        if max_steps() is not None:   # INTERP_MAX_STEPS: the Python API is capped as `interp train` is, saying so
+            cfg, notes = fit_to_steps(cfg)
+            for note in notes:
+                print(f"interp: {note}", file=sys.stderr, flush=True)
         cfg.validate()
         check_model(cfg)
         self.cfg, self.out = cfg, Path(cfg.out_dir)

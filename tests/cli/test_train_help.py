@@ -156,3 +156,41 @@ def test_readme_wsd_line_runs_at_the_tours_25_steps(env, tmp_path, capsys):
     assert (result["status"], result["step"]) == ("done", 25)
     assert not (out / COOLDOWN_DIR).exists()
     assert captured.out.strip().splitlines()[-1].startswith("[train] done: 25/25 steps, val_loss ")
+
+
+# ------------------------------------------------------------------------------- INTERP_MAX_STEPS, the tour's cap
+
+def test_max_steps_caps_train_experiments_and_the_python_api(env, tmp_path, capsys, monkeypatch):
+    """INTERP_MAX_STEPS=N caps every run at N steps as if --steps N were given (the warm-up fitted by the same rule),
+    in `interp train`, in an experiment's plan and in Trainer(cfg) from Python, each saying so; unset, nothing
+    changes; a bad value names the variable."""
+    from interp.training import Trainer
+
+    monkeypatch.setenv("INTERP_MAX_STEPS", "4")
+    cli = config_from_args(build_parser().parse_args(["train", "--preset", "tiny", "--out", "r"]))
+    assert (cli.steps, cli.warmup_steps) == (4, 4)
+    said = capsys.readouterr().err.splitlines()
+    assert said[0] == ("interp train: steps capped from 250 to 4 by INTERP_MAX_STEPS=4: a quick run, not the "
+                       "configured one (its result records steps=4)")
+    assert said[1].startswith("interp train: warm-up shortened from 25 to 4 steps")
+    (_, _, planned), = Experiment("cap", "tiny", [Variant("uniform")], [0]).configs()
+    assert (planned.steps, planned.warmup_steps) == (4, 4)
+    own = Experiment("cap", "tiny", [Variant("uniform")], [0], overrides={"warmup_steps": 10})  # architectures'
+    (_, _, planned), = own.configs()                          # a warm-up the experiment gives is fitted under the cap
+    assert (planned.steps, planned.warmup_steps) == (4, 4)
+    assert fit_to_steps(TrainConfig.from_preset("tiny", steps=3))[0].steps == 3     # under the cap: as given
+
+    out = tmp_path / "python"
+    cfg = config_from_args(build_parser().parse_args(["train", "--preset", "tiny", *shrink(env, out)]))
+    monkeypatch.setenv("INTERP_MAX_STEPS", "3")   # the Python API: a config built with 4 steps, run under a cap of 3
+    capsys.readouterr()
+    result = Trainer(cfg).run()
+    assert (result["status"], result["step"]) == ("done", 3)
+    assert json.loads((out / CONFIG_FILE).read_text())["train"]["steps"] == 3
+    assert "steps capped from 4 to 3 by INTERP_MAX_STEPS=3" in capsys.readouterr().err
+
+    monkeypatch.delenv("INTERP_MAX_STEPS")
+    assert config_from_args(build_parser().parse_args(["train", "--preset", "tiny", "--out", "r"])).steps == 250
+    monkeypatch.setenv("INTERP_MAX_STEPS", "ten")
+    with pytest.raises(SystemExit, match=r"INTERP_MAX_STEPS='ten': give a positive step count"):
+        config_from_args(build_parser().parse_args(["train", "--preset", "tiny", "--out", "r"]))
