@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Offline English text for the `english` corpus (interp/data/text_assets.py), from Debian packages, without root:
+# Offline English text for the `english` corpus (interp/data/english/text_assets.py), from Debian packages, without root:
 # `apt-get download` (pinned version, sha256 checked) + `dpkg-deb -x`, then each source is rendered ONCE into
-# plain files under DEST (default $VENV/share/interp-text, where interp.data.text_assets looks; INTERP_TEXT_DIR
+# plain files under DEST (default $VENV/share/interp-text, where interp.data.english.text_assets looks; INTERP_TEXT_DIR
 # overrides both). Idempotent: a source whose DEST/<name>/.done holds its pin is skipped in milliseconds.
 # Optional but default: a source that cannot be fetched (no apt, no mirror, a pin gone) is reported and
 # skipped, and this script still exits 0, so `make test` works; the `english` corpus then names what is missing.
@@ -57,11 +57,11 @@ fetch() {  # fetch NAME "pkg=ver ..." "sha ..." -> extracted into $WORK/NAME/roo
     done
 }
 
-render() {  # render NAME -> the files interp.data.text_assets reads, in $WORK/NAME/out
+render() {  # render NAME -> the files interp.data.english.text_assets reads, in $WORK/NAME/out
     local name=$1 root=$WORK/$1/root out=$WORK/$1/out
     mkdir -p "$out"
     case $name in
-        austen)  # R lazy-load database (one character vector of lines per novel), read by interp.data.rlazy
+        austen)  # R lazy-load database (one character vector of lines per novel), read by interp.data.english.rlazy
             cp "$root"/usr/lib/R/site-library/janeaustenr/data/Rdata.rd[bx] "$out"/ ;;
         kjv)     # the bible program's own renderer: "Book C" headers, one "  V text" line per verse
             "$root"/usr/bin/bible -p "$root"/usr/lib -l0 "gen1:1-rev22:21" > "$out"/kjv.txt ;;

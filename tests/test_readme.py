@@ -1,11 +1,13 @@
 """The README's tour runs: every command of its CLI tour and its Python API snippet, executed in a scratch
 folder, as the notebooks are executed (tests/test_notebooks.py).
 
-Commands run as written, the training lines with their steps capped by the one documented variable
-(INTERP_MAX_STEPS=3, interp.training.config.max_steps); the experiment, ablation and figures lines with QUICK
-arguments appended (a dry run for the experiment grids, small ablation settings, a scratch figures folder) and the tour's placeholders (/path/to/..., my_text.txt)
-replaced by real files; what the README promises (flag names, accepted model kinds, outputs) is what is
-exercised. The fast test only parses every command with the real parser, so a renamed flag fails in seconds.
+The CLI tour's first block runs line by line exactly as written, in order, with INTERP_MAX_STEPS=3 (the one
+documented variable, interp.training.config.max_steps) shortening every training run; the only change to a line is
+the placeholder path /path/to/any-hf-dir-or-file.gguf, which becomes a real save_pretrained directory (my_text.txt
+is written into the scratch folder under that name). The Python tour runs as written under the same cap. The second
+block (long runs: the experiment grids, SmolLM2's ablation, `interp figures`, which write the repository's
+figures/) is parsed with the real parser, and its experiments are planned with --dry-run into a scratch folder.
+The fast test only parses every command, so a renamed flag fails in seconds.
 """
 
 from __future__ import annotations
@@ -15,7 +17,6 @@ import re
 import shlex
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -25,50 +26,41 @@ from tests.launch import torchrun
 README = REPO_ROOT / "README.md"
 
 MAX_STEPS = "3"   # INTERP_MAX_STEPS for the whole tour: every training line runs as written, 3 steps long
-# Appended to commands starting with these words (first match wins): fast settings, same code paths. The other
-# lines run as written: training (interp train, torchrun; INTERP_MAX_STEPS shortens them), probe, batch, taper,
-# export, data. What is left here: the experiment grids (dozens of runs; they write the repository's figures/),
-# the SmolLM2 ablation at its defaults (minutes) and the figures lines (they write figures/; --recompute is
-# `make figures` itself).
-QUICK: tuple[tuple[str, list[str]], ...] = (
-    ("interp experiment", ["--dry-run", "--out", "{tmp}/figures"]),
-    ("interp ablate", ["--seq-len", "64", "--score-sequences", "2", "--eval-sequences", "4",
-                       "--fractions", "0.5", "--seeds", "0", "--skip-layers", "none"]),
-    ("interp figures --recompute", None),  # is `make figures` itself: parsed only
-    ("interp figures", ["--figures-dir", "{tmp}/figures"]),
-)
+HF_PLACEHOLDER = "/path/to/any-hf-dir-or-file.gguf"
+
+
+def _blocks(heading: str, language: str) -> list[str]:
+    text = README.read_text()
+    section = text.split(f"## {heading}", 1)[1].split("\n## ", 1)[0]
+    found = re.findall(rf"```{language}\n(.*?)```", section, re.S)
+    assert found, f"README section {heading!r} has no ```{language} block"
+    return found
 
 
 def _block(heading: str, language: str) -> str:
-    text = README.read_text()
-    section = text.split(f"## {heading}", 1)[1].split("\n## ", 1)[0]
-    match = re.search(rf"```{language}\n(.*?)```", section, re.S)
-    assert match, f"README section {heading!r} has no ```{language} block"
-    return match.group(1)
+    return _blocks(heading, language)[0]
 
 
-def tour_commands() -> list[list[str]]:
-    """The CLI tour's commands as argv lists, comments and `source` lines dropped."""
+def _commands(block: str) -> list[list[str]]:
+    """A bash block's commands as argv lists, comments and `source` lines dropped."""
     commands = []
-    for line in _block("CLI tour", "bash").splitlines():
+    for line in block.splitlines():
         line = line.split(" #", 1)[0].strip()
         if line and not line.startswith(("source", "#")):
             commands.append(shlex.split(line))
     return commands
 
 
-def quick(argv: list[str], tmp: Path, hf_dir: Path, text_file: Path) -> list[str] | None:
-    line = " ".join(argv)
-    extra: list[str] | None = []
-    for prefix, args in QUICK:
-        if line.startswith(prefix):
-            extra = args
-            break
-    if extra is None:
-        return None
-    argv = [str(hf_dir) if a == "/path/to/any-hf-dir-or-file.gguf" else str(text_file) if a == "my_text.txt" else a
-            for a in argv]
-    return argv + [a.format(tmp=tmp) for a in extra]
+def tour_commands() -> list[list[str]]:
+    """The CLI tour's first block: run verbatim by test_tour_runs."""
+    return _commands(_blocks("CLI tour", "bash")[0])
+
+
+def long_commands() -> list[list[str]]:
+    """The CLI tour's second block (long runs): parsed, the experiments planned."""
+    blocks = _blocks("CLI tour", "bash")
+    assert len(blocks) == 2, "the CLI tour should hold two bash blocks: the tour, then the long runs"
+    return _commands(blocks[1])
 
 
 def test_tour_commands_parse():
@@ -76,8 +68,9 @@ def test_tour_commands_parse():
 
     commands = tour_commands()
     assert len(commands) >= 15, "the README's CLI tour lost its commands"
+    assert len(long_commands()) >= 6, "the README's long runs lost their commands"
     parser = build_parser()
-    for argv in commands:
+    for argv in commands + long_commands():
         args = argv[argv.index("interp.cli") + 1:] if argv[0] == "torchrun" else argv[1:]
         assert argv[0] in ("interp", "torchrun"), argv
         parser.parse_args(args)  # SystemExit on an unknown flag or command
@@ -91,28 +84,29 @@ def test_tour_runs(tmp_path, save_pretrained_dir, smollm2_tokenizer):
     # a Llama with random tiny weights (2 layers, d_model 64, d_mlp 128) and SmolLM2's tokenizer
     llama = tiny_hf("LlamaForCausalLM", vocab_size=SMOLLM2_VOCAB, d_model=64, d_mlp=128, n_layers=2, n_ctx=512)
     hf_dir = save_pretrained_dir("hf-llama", llama, smollm2_tokenizer)
-    text_file = tmp_path / "my_text.txt"
     from interp.data import heldout_text
 
-    text_file.write_text(heldout_text("wiki", "val")[:200_000])
+    (tmp_path / "my_text.txt").write_text(heldout_text("wiki", "val")[:200_000])
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS": "2",
            "INTERP_MAX_STEPS": MAX_STEPS,
            "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])}
-    ran = 0
-    for argv in tour_commands():
-        cmd = quick(argv, tmp_path, hf_dir, text_file)
-        if cmd is None:
-            continue
+
+    def run(cmd: list[str]) -> subprocess.CompletedProcess:
         if cmd[0] == "interp":
-            out = subprocess.run([sys.executable, "-m", "interp.cli", *cmd[1:]], cwd=tmp_path, env=env,
-                                 capture_output=True, text=True, timeout=3600)  # a hang, not a slow machine
-        else:  # torchrun: the README's flags, plus --standalone (a free port of its own)
-            out = torchrun(cmd[1:], env=env, cwd=tmp_path, nproc=None, timeout=3600)
+            return subprocess.run([sys.executable, "-m", "interp.cli", *cmd[1:]], cwd=tmp_path, env=env,
+                                  capture_output=True, text=True, timeout=3600)  # a hang, not a slow machine
+        return torchrun(cmd[1:], env=env, cwd=tmp_path, nproc=None, timeout=3600)  # + --standalone (its own port)
+
+    for argv in tour_commands():
+        cmd = [str(hf_dir) if a == HF_PLACEHOLDER else a for a in argv]
+        out = run(cmd)
         assert out.returncode == 0, f"{' '.join(argv)}\n{out.stdout[-2000:]}\n{out.stderr[-3000:]}"
-        if "train" in cmd and argv == cmd:   # a training line, as written: the cap shortened it and said so
-            assert f"by INTERP_MAX_STEPS={MAX_STEPS}" in out.stderr or "--resume" in cmd, argv
-        ran += 1
-    assert ran >= 15
+        if "train" in cmd:   # a training line: the cap shortened it and said so
+            assert f"by INTERP_MAX_STEPS={MAX_STEPS}" in out.stderr, argv
+    for argv in long_commands():
+        if argv[:2] == ["interp", "experiment"]:
+            out = run([*argv, "--dry-run", "--out", str(tmp_path / "figures")])
+            assert out.returncode == 0, f"{' '.join(argv)} --dry-run\n{out.stderr[-3000:]}"
     assert (tmp_path / "runs" / "cosine" / "result.json").is_file()
     assert (tmp_path / "results" / "batch.parquet").is_file()
     assert (tmp_path / "results" / "smollm2.parquet").is_file()

@@ -26,7 +26,8 @@ from interp.training.presets import PRESETS
 
 DESCRIPTION = (__doc__.split("\n")[0] + " Every flag below but --preset, --set and the width group is a TrainConfig "
                "field; a flag not given keeps the preset's value. A --steps shorter than the preset's warm-up shortens "
-               "it (one line on stderr says so). Progress goes to stderr (a bar on a terminal, else a line every "
+               "it (one line on stderr says so); the environment variable INTERP_MAX_STEPS=N caps --steps at N (a quick "
+               "pass; said the same way). Progress goes to stderr (a bar on a terminal, else a line every "
                "tenth of the run or 30 s); the last line, on stdout, sums the run up.")
 DEFAULT_PRESET = "tiny"
 # Set by their own flags: --preset (a name, not a field value) and --out (required).

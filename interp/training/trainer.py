@@ -24,6 +24,7 @@ Run directory layout: docs/ARCHITECTURE.md, "Run directories". config.json = {"t
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import math
 import os
@@ -124,9 +125,17 @@ class Trainer:
             raise
 
     def close(self) -> None:
-        """Release the run directory and leave the process group (run() does this when it returns)."""
+        """Release the run directory and leave the process group (run() does this when it returns).
+
+        DDP's wrapper is dropped first, while the process group is alive: its Reducer holds the group, and freed
+        later (when the caller lets the Trainer go) the Reducer's destructor would destroy the gloo group with the
+        GIL held, joining a gloo thread that waits for the GIL to free a collective's tensor: a hang at exit, seen
+        under torchrun on 2 CPU ranks (pytorch/pytorch#56297). self.model is then the unwrapped model."""
         self._held.close()
         self._locked = False
+        if getattr(self, "model", None) is not None and self.model is not getattr(self, "raw", None):
+            self.model = self.raw
+            gc.collect()   # the wrapper's reference cycles, so the Reducer goes now, not at a later collection
         self.dist.close()
 
     def _lock(self, create: bool) -> None:

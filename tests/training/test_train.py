@@ -306,6 +306,32 @@ def test_ddp_two_ranks_match_single_process(env, tmp_path):
     assert not torch.equal(ws["embed.weight"], initial_weights(env)["embed.weight"])
 
 
+DDP_CLOSE = """
+import gc, sys, weakref
+from interp.cli import build_parser
+from interp.cli.train import config_from_args
+from interp.training import Trainer
+trainer = Trainer(config_from_args(build_parser().parse_args(["train", *sys.argv[1:]])))
+wrapper = weakref.ref(trainer.model)
+assert type(trainer.model).__name__ == "DistributedDataParallel", type(trainer.model)
+trainer.run()
+print("released", wrapper() is None, trainer.model is trainer.raw, flush=True)
+"""
+
+
+@pytest.mark.integration
+def test_ddp_wrapper_is_released_before_the_group(env, tmp_path):
+    """Trainer.close() drops DDP's wrapper (and its Reducer, which holds the gloo group) while the group is alive,
+    so the group is never destroyed from the Reducer's destructor with the GIL held (a hang at exit under
+    torchrun: pytorch/pytorch#56297); afterwards trainer.model is the unwrapped model."""
+    corpus, environ, _ = env
+    script = tmp_path / "ddp_close.py"
+    script.write_text(DDP_CLOSE)
+    proc = torchrun([str(script), *cli_args(corpus, tmp_path / "ddp", "--steps", "2")], env=environ)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.count("released True True") == 2, proc.stdout
+
+
 @pytest.mark.integration                             # spawns a fresh interpreter
 def test_cli_help_does_not_import_torch():
     """`interp --help` and every subcommand's parser build without torch (it costs ~1.5 s of CPU)."""
