@@ -307,15 +307,16 @@ def test_ddp_two_ranks_match_single_process(env, tmp_path):
 
 
 DDP_CLOSE = """
-import gc, sys, weakref
+import gc, os, sys, weakref
+from pathlib import Path
 from interp.cli import build_parser
 from interp.cli.train import config_from_args
 from interp.training import Trainer
-trainer = Trainer(config_from_args(build_parser().parse_args(["train", *sys.argv[1:]])))
+trainer = Trainer(config_from_args(build_parser().parse_args(["train", *sys.argv[2:]])))
 wrapper = weakref.ref(trainer.model)
 assert type(trainer.model).__name__ == "DistributedDataParallel", type(trainer.model)
 trainer.run()
-print("released", wrapper() is None, trainer.model is trainer.raw, flush=True)
+Path(sys.argv[1], f"rank{os.environ['RANK']}.txt").write_text(f"{wrapper() is None} {trainer.model is trainer.raw}")
 """
 
 
@@ -327,9 +328,10 @@ def test_ddp_wrapper_is_released_before_the_group(env, tmp_path):
     corpus, environ, _ = env
     script = tmp_path / "ddp_close.py"
     script.write_text(DDP_CLOSE)
-    proc = torchrun([str(script), *cli_args(corpus, tmp_path / "ddp", "--steps", "2")], env=environ)
+    proc = torchrun([str(script), str(tmp_path), *cli_args(corpus, tmp_path / "ddp", "--steps", "2")], env=environ)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert proc.stdout.count("released True True") == 2, proc.stdout
+    # each rank: the wrapper is gone, and trainer.model is the unwrapped model (one file per rank: no interleaving)
+    assert [(tmp_path / f"rank{r}.txt").read_text() for r in (0, 1)] == ["True True"] * 2
 
 
 @pytest.mark.integration                             # spawns a fresh interpreter
