@@ -1,12 +1,13 @@
 """The README's tour runs: every command of its CLI tour and its Python API snippet, executed in a scratch
 folder, as the notebooks are executed (tests/test_notebooks.py).
 
-The CLI tour's first block runs line by line exactly as written, in order, with INTERP_MAX_STEPS=3 (the one
+The CLI tour runs line by line exactly as written, in order, with INTERP_MAX_STEPS=3 (the one
 documented variable, interp.training.config.max_steps) shortening every training run; the only change to a line is
 the placeholder path /path/to/any-hf-dir-or-file.gguf, which becomes a real save_pretrained directory (my_text.txt
-is written into the scratch folder under that name). The Python tour runs as written under the same cap. The second
-block (long runs: the experiment grids, SmolLM2's ablation, `interp figures`, which write the repository's
-figures/) is parsed with the real parser, and its experiments are planned with --dry-run into a scratch folder.
+is written into the scratch folder under that name). The Python tour runs as written under the same cap. The section
+"Experiments and long runs" (the experiment grids, SmolLM2's ablation, `interp figures`, which take minutes to hours
+and write the repository's figures/) is parsed with the real parser, and its experiments are planned with --dry-run
+into a scratch folder.
 The fast test only parses every command, so a renamed flag fails in seconds.
 """
 
@@ -52,15 +53,15 @@ def _commands(block: str) -> list[list[str]]:
 
 
 def tour_commands() -> list[list[str]]:
-    """The CLI tour's first block: run verbatim by test_tour_runs."""
-    return _commands(_blocks("CLI tour", "bash")[0])
+    """The CLI tour: run verbatim by test_tour_runs."""
+    [block] = _blocks("CLI tour", "bash")
+    return _commands(block)
 
 
 def long_commands() -> list[list[str]]:
-    """The CLI tour's second block (long runs): parsed, the experiments planned."""
-    blocks = _blocks("CLI tour", "bash")
-    assert len(blocks) == 2, "the CLI tour should hold two bash blocks: the tour, then the long runs"
-    return _commands(blocks[1])
+    """The section "Experiments and long runs": parsed, the experiments planned."""
+    [block] = _blocks("Experiments and long runs", "bash")
+    return _commands(block)
 
 
 def test_tour_commands_parse():
