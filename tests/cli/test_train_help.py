@@ -17,6 +17,7 @@ from interp.cli.train import config_from_args
 from interp.training.config import SECTIONS, TrainConfig, fit_to_steps
 from interp.training.cooldown import COOLDOWN_DIR
 from interp.training.experiments import Experiment, Variant
+from tests.badinput import Case, cases_of, check_case
 
 HEADING = re.compile(r"^(\S[^:]*):$")
 OUTSIDE_SECTIONS = {"-h", "--help"}  # argparse's help (interp.cli puts its --debug under "output")
@@ -194,3 +195,16 @@ def test_max_steps_caps_train_experiments_and_the_python_api(env, tmp_path, caps
     monkeypatch.setenv("INTERP_MAX_STEPS", "ten")
     with pytest.raises(SystemExit, match=r"INTERP_MAX_STEPS='ten': give a positive step count"):
         config_from_args(build_parser().parse_args(["train", "--preset", "tiny", "--out", "r"]))
+
+
+Case("train-max-steps-bad", item="new", argv=["train", "--preset", "micro", "--out", "runs/x"], subprocess=True,
+     env={"INTERP_MAX_STEPS": "ten"},
+     message=r"^interp train: environment variable INTERP_MAX_STEPS='ten': give a positive step count")
+Case("train-max-steps-zero-experiment", item="new", argv=["experiment", "groups", "--preset", "micro", "--dry-run",
+                                                          "--out", "figs"], subprocess=True,
+     env={"INTERP_MAX_STEPS": "0"}, message=r"environment variable INTERP_MAX_STEPS='0': give a positive step count")
+
+
+@pytest.mark.parametrize("case", cases_of("train-max-steps"), ids=lambda c: c.id)
+def test_bad_max_steps(case, tmp_path):
+    check_case(case, tmp_path)
