@@ -30,12 +30,17 @@ def package_versions() -> dict[str, str]:
 @functools.cache
 def git_commit() -> str:
     """HEAD of the repo this code runs from, with '+dirty' if the tree has changes, untracked files included (a
-    new module not yet committed made the result too); 'unknown' outside git."""
+    new module not yet committed made the result too); 'unknown' outside git.
+
+    Read-only: GIT_OPTIONAL_LOCKS=0 stops `git status` from refreshing the index, which takes .git/index.lock; a
+    git killed mid-write (a timeout, or a write refused by a full disk) left that lock behind and blocked the
+    user's next commit (seen under the bad-input suite's file-size limit)."""
+    env = {**os.environ, "GIT_OPTIONAL_LOCKS": "0"}
     try:
         head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True,
-                              text=True, timeout=5, check=True).stdout.strip()
+                              text=True, timeout=5, check=True, env=env).stdout.strip()
         dirty = subprocess.run(["git", "status", "--porcelain"], cwd=REPO_ROOT,
-                               capture_output=True, text=True, timeout=5).stdout.strip()
+                               capture_output=True, text=True, timeout=5, env=env).stdout.strip()
         return head + ("+dirty" if dirty else "")
     except (OSError, subprocess.SubprocessError):
         return "unknown"
