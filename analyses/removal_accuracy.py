@@ -10,13 +10,14 @@ accuracy drop, per task and over all the tasks' documents pooled, with a percent
 (interp.stats.bootstrap_spearman; the measure profile is held fixed, so the CI is the documents' spread only).
 
 Resumable: each (model, task, condition) writes its per-document scores, with the hardware, dtype and package
-versions that produced them, to parts_root/<model>/<task>/<condition>.json (condition: clean or layerNN; committed
-under figures/records/, a few kB each) and a rerun skips what is there; after every condition the table is rewritten
-from the parts done so far, so a partial table (some layers) can be committed and the run continued on another day
-or machine. A model's conditions are paired per document, so they must come from one kind of hardware: a resume on
-another CPU (or GPU) refuses, naming the part. The correlations of a task need all its layers and are written once
-they are there (pooled: once every task is). Rows of models outside this run's `models` are kept from the tables
-already in figures_dir, so one model can be added (`--set 'models=["gemma3-270m"]'`) without recomputing the others.
+versions (lm-eval's among them) that produced them, to parts_root/<model>/<task>/<condition>.json (condition:
+clean or layerNN; committed under figures/records/, a few kB each) and a rerun skips what is there; after every
+condition the table is rewritten from the parts done so far, so a partial table (some layers) can be committed
+and the run continued on another day or machine. A model's conditions are paired per document, so they must come
+from one kind of hardware: a resume on another CPU (or GPU) refuses, naming the part. The correlations of a task
+need all its layers and are written once they are there (pooled: once every task is). Rows of models outside this
+run's `models` are kept from the tables already in figures_dir, so one model can be added
+(`--set 'models=["gemma3-270m"]'`) without recomputing the others.
 
 Cost (measured, figures/README.md): one condition of SmolLM2 on PIQA + ARC-Easy + HellaSwag at 200 documents is
 minutes on 2 CPU cores; its 31 conditions are hours, Gemma-3's 19 more. HEAVY: `interp figures --recompute --all
@@ -36,7 +37,7 @@ import pandas as pd
 from analyses import novelty_pretrained, outputs, read_table, resolve_root, write_table
 from analyses.importance_measures import MEASURES
 from interp._util.io import write_text_atomic
-from interp._util.provenance import hardware_label, versions_string
+from interp._util.provenance import hardware_label
 from interp.probes.config import ProbeConfig
 
 NAME = "removal_accuracy"
@@ -149,7 +150,7 @@ def measure_conditions(cfg: Config, spec: str, root: Path, on_part: Callable[[],
     from contextlib import nullcontext
 
     from interp.ablations.layers import layer_ablated
-    from interp.evals.run import expand_targets, lm_evaluate, load_lm
+    from interp.evals.run import eval_versions, expand_targets, lm_evaluate, load_lm
     from interp.hf import layer_modules
 
     if (done := complete_layers(cfg, spec, root)) is not None:
@@ -173,7 +174,7 @@ def measure_conditions(cfg: Config, spec: str, root: Path, on_part: Callable[[],
             path.parent.mkdir(parents=True, exist_ok=True)
             write_text_atomic(path, json.dumps({"model": spec, "task": task, "layer": layer, "n_layers": n_layers,
                                                 "limit": cfg.limit, "hardware": here, "dtype": dtype,
-                                                "versions": versions_string(), **scores}))
+                                                "versions": eval_versions(), **scores}))
             acc = scores[metric_of(task)]
             print(f"[{NAME}] {spec} {task} {'clean' if layer is None else f'without layer {layer}'}: "
                   f"{metric_of(task)} {sum(acc) / len(acc):.3f} over {len(acc)} documents", flush=True)

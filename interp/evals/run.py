@@ -135,7 +135,9 @@ def _lm_dtype(lm: Any) -> str:
     return "" if weight is None else str(weight.dtype).removeprefix("torch.")
 
 
-def _versions() -> str:
+def eval_versions() -> str:
+    """versions_string() plus the evaluation engine and its data packages: lm-eval's version decides how a
+    task is scored (prompts, normalisation), so every accuracy records it."""
     from interp._util.provenance import versions_string
 
     extra = []
@@ -316,7 +318,7 @@ class EvalRunner:
                 "data_source": "interp.evals.niah (generated)" if task in NIAH_VARIANTS else
                 text_set(self.cfg.text).source if task == TEXT_TASK else data_source(task),
                 "data_sha256": self.data_sha256(task), "lm_eval_version": importlib.metadata.version("lm_eval"),
-                "versions": _versions(), "device": self.device, "dtype": dtype, "batch_size": self.cfg.batch_size,
+                "versions": eval_versions(), "device": self.device, "dtype": dtype, "batch_size": self.cfg.batch_size,
                 "hardware": table.hardware_json(hardware()),
                 "git_commit": git_commit(),
                 "key": key, "model_key": model_key, "elapsed_s": elapsed}

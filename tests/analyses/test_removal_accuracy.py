@@ -2,8 +2,9 @@
 accuracy equals lm-eval's on the model rebuilt without that block (no hook), the correlations equal scipy's
 Spearman of an independent probe's layer means with the table's accuracy changes, a rerun resumes (only a
 missing condition is evaluated again; a finished one loads no model; parts from other hardware are refused), and a
-partial table renders. A save_pretrained directory through `interp figures --set models=[DIR]` and SmolLM2's .gguf
-file from Python give lm-eval's accuracy with the block skipped by a plain HF forward hook."""
+partial table renders. A save_pretrained directory and SmolLM2's .gguf file, each through both entry points
+(`interp figures --recompute --set models=[...]` and analyses.removal_accuracy.compute), give lm-eval's accuracy
+with the block skipped by a plain HF forward hook."""
 
 from __future__ import annotations
 
@@ -48,7 +49,7 @@ def test_accuracy_drop_correlations_and_resume(run, tmp_path, monkeypatch):
 
     here = hardware_label("cpu", dtype="float32")
     assert set(drops["hardware"]) == {here} and set(drops["dtype"]) == {"float32"}
-    assert drops["versions"].str.contains("torch=").all()
+    assert drops["versions"].str.contains("torch=").all() and drops["versions"].str.contains("lm_eval=").all()
     corr = pd.read_csv(figures / ra.CORRELATIONS_TABLE)
     assert set(corr["task"]) == {"piqa", ra.POOLED} and set(corr["measure"]) == set(probe_cfg.metrics)
     assert set(corr["hardware"]) == {here}
@@ -170,18 +171,29 @@ def test_hf_dir_through_the_cli_matches_a_plain_hook(tmp_path, save_pretrained_d
     corr = pd.read_csv(figures / ra.CORRELATIONS_TABLE)
     assert set(corr["task"]) == {"arc_easy", ra.POOLED} and set(corr["n_layers"]) == {2}
 
+    # the same directory from Python, one layer (Config.layers), its own parts: the CLI's numbers
+    ra.compute(ra.Config(models=(hf_dir,), tasks=("arc_easy",), limit=5, layers=(1,),
+                         parts_root=str(tmp_path / "parts-python")), tmp_path / "python")
+    python = pd.read_csv(tmp_path / "python" / ra.TABLE)
+    assert python["layer"].tolist() == [1]
+    assert python["acc_removed"].iloc[0] == drops.loc[1, "acc_removed"]
+    assert python["acc_clean"].iloc[0] == drops["acc_clean"].iloc[0]
+
 
 @pytest.mark.integration
 @pytest.mark.slow
 @pytest.mark.skipif(not hf.REGISTRY["smollm2-135m"].installed(), reason="needs SmolLM2")
 def test_gguf_file_layer_subset_matches_a_plain_hook(tmp_path):
-    """SmolLM2 as its .gguf file, one removed layer (Config.layers), HellaSwag (acc_norm) at 3 documents."""
+    """SmolLM2 as its .gguf file through the CLI, one removed layer (--set layers=[11]), HellaSwag (acc_norm) at 3
+    documents; from Python, an out-of-range layer is refused naming the field."""
+    from interp.cli import main
     from interp.evals.run import expand_targets, load_lm
 
     gguf = str(hf.REGISTRY["smollm2-135m"].locate())
     assert hf.resolve_model(gguf).kind == "gguf"
-    cfg = ra.Config(models=(gguf,), tasks=("hellaswag",), limit=3, layers=(11,), parts_root=str(tmp_path / "parts"))
-    ra.compute(cfg, tmp_path / "figures")
+    assert main(["figures", "--recompute", "--only", ra.NAME, "--figures-dir", str(tmp_path / "figures"),
+                 "--set", f"models={json.dumps([gguf])}", "--set", 'tasks=["hellaswag"]', "--set", "limit=3",
+                 "--set", "layers=[11]", "--set", f"parts_root={json.dumps(str(tmp_path / 'parts'))}"]) == 0
     drops = pd.read_csv(tmp_path / "figures" / ra.TABLE)
     assert drops["layer"].tolist() == [11] and drops["metric"].tolist() == ["acc_norm"]
     assert pd.read_csv(tmp_path / "figures" / ra.CORRELATIONS_TABLE).empty   # one layer of 30: no correlation
