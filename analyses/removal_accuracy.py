@@ -125,23 +125,21 @@ def check_same_hardware(root: Path, spec: str, tasks: tuple[str, ...], here: str
                     f"nothing was changed")
 
 
-def removed_layers(cfg: Config, n_layers: int, spec: str) -> list[int]:
-    """The layers to remove from a model of n_layers: cfg.layers (checked against the model) or all."""
-    if cfg.layers is None:
+def removed_layers(layers: tuple[int, ...] | None, n_layers: int, spec: str) -> list[int]:
+    """The layers to remove from a model of n_layers: `layers` (Config.layers, checked against the model) or all."""
+    if layers is None:
         return list(range(n_layers))
-    wrong = [layer for layer in cfg.layers if not 0 <= layer < n_layers]
+    wrong = [layer for layer in layers if not 0 <= layer < n_layers]
     if wrong:
         raise ValueError(f"removal_accuracy: field 'layers' holds {wrong}, but {spec} has layers 0..{n_layers - 1}; "
                          f"give indices in that range, or layers=null for all")
-    return sorted(set(cfg.layers))
+    return sorted(set(layers))
 
 
 def complete_layers(cfg: Config, spec: str, root: Path) -> int | None:
-    """The model's layer count when every task's every condition has its part (a rerun then loads nothing)."""
-    counts = {task_layers(root, spec, task) for task in cfg.tasks}
-    if len(counts) != 1 or None in counts:
-        return None
-    return counts.pop() if cfg.layers is None or max(cfg.layers) < next(iter(counts)) else None
+    """The model's layer count when every task has all the parts this run asks for (a rerun then loads nothing)."""
+    counts = {task_layers(root, spec, task, cfg.layers) for task in cfg.tasks}
+    return counts.pop() if len(counts) == 1 and None not in counts else None
 
 
 def measure_conditions(cfg: Config, spec: str, root: Path, on_part: Callable[[], None] | None = None) -> int:
@@ -162,7 +160,7 @@ def measure_conditions(cfg: Config, spec: str, root: Path, on_part: Callable[[],
     check_same_hardware(root, spec, cfg.tasks, here)
     n_layers = len(layer_modules(lm.model))
     for task in cfg.tasks:
-        for layer in [None, *removed_layers(cfg, n_layers, spec)]:
+        for layer in [None, *removed_layers(cfg.layers, n_layers, spec)]:
             path = part_path(root, spec, task, layer)
             if path.is_file():
                 continue
@@ -222,13 +220,14 @@ def per_document(cfg: Config, spec: str, root: Path, tasks: tuple[str, ...], n_l
     return np.concatenate(blocks)
 
 
-def task_layers(root: Path, spec: str, task: str) -> int | None:
-    """The model's layer count when every condition of `task` (clean and each layer removed) has its part."""
+def task_layers(root: Path, spec: str, task: str, layers: tuple[int, ...] | None = None) -> int | None:
+    """The model's layer count when `task` has its clean part and one for each layer to remove (`layers`, default
+    all); the count is the one the clean part recorded, so `layers` is checked against it as against the model."""
     clean = part_path(root, spec, task, None)
     if not clean.is_file():
         return None
     n_layers = int(json.loads(clean.read_text())["n_layers"])
-    done = all(part_path(root, spec, task, layer).is_file() for layer in range(n_layers))
+    done = all(part_path(root, spec, task, layer).is_file() for layer in removed_layers(layers, n_layers, spec))
     return n_layers if done else None
 
 

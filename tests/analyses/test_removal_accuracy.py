@@ -8,6 +8,7 @@ with the block skipped by a plain HF forward hook."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pandas as pd
@@ -149,7 +150,7 @@ def _hooked_accuracy(lm, task: str, limit: int, layer: int | None) -> float:
 
 
 @pytest.mark.slow
-def test_hf_dir_through_the_cli_matches_a_plain_hook(tmp_path, save_pretrained_dir, smollm2_tokenizer):
+def test_hf_dir_through_the_cli_matches_a_plain_hook(tmp_path, save_pretrained_dir, smollm2_tokenizer, monkeypatch):
     from interp.cli import main
     from interp.evals.run import expand_targets, load_lm
     from tests.factories import SMOLLM2_VOCAB, tiny_hf
@@ -172,12 +173,24 @@ def test_hf_dir_through_the_cli_matches_a_plain_hook(tmp_path, save_pretrained_d
     assert set(corr["task"]) == {"arc_easy", ra.POOLED} and set(corr["n_layers"]) == {2}
 
     # the same directory from Python, one layer (Config.layers), its own parts: the CLI's numbers
-    ra.compute(ra.Config(models=(hf_dir,), tasks=("arc_easy",), limit=5, layers=(1,),
-                         parts_root=str(tmp_path / "parts-python")), tmp_path / "python")
+    subset = ra.Config(models=(hf_dir,), tasks=("arc_easy",), limit=5, layers=(1,),
+                       parts_root=str(tmp_path / "parts-python"))
+    ra.compute(subset, tmp_path / "python")
     python = pd.read_csv(tmp_path / "python" / ra.TABLE)
     assert python["layer"].tolist() == [1]
     assert python["acc_removed"].iloc[0] == drops.loc[1, "acc_removed"]
     assert python["acc_clean"].iloc[0] == drops["acc_clean"].iloc[0]
+
+    # a finished subset loads nothing on a rerun, and a layer out of range is refused from its parts alone
+    import interp.evals.run as evals_run
+
+    def no_load(*args, **kwargs):
+        raise AssertionError("a finished run loaded the model")
+    monkeypatch.setattr(evals_run, "load_lm", no_load)
+    ra.compute(subset, tmp_path / "python")
+    pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "python" / ra.TABLE), python)
+    with pytest.raises(ValueError, match="field 'layers' holds \\[2\\], but .* has layers 0..1"):
+        ra.compute(dataclasses.replace(subset, layers=(2,)), tmp_path / "python")
 
 
 @pytest.mark.integration
