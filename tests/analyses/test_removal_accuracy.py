@@ -25,6 +25,15 @@ from tests.analyses.test_importance_measures import run  # noqa: F401 - the fini
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
+def _forbid_loading(monkeypatch: pytest.MonkeyPatch) -> None:
+    """From here on, loading a model fails the test: a finished run must rebuild its tables from the parts."""
+    import interp.evals.run as evals_run
+
+    def no_load(*args, **kwargs):
+        raise AssertionError("a finished run loaded the model")
+    monkeypatch.setattr(evals_run, "load_lm", no_load)
+
+
 @pytest.mark.slow
 def test_accuracy_drop_correlations_and_resume(run, tmp_path, monkeypatch):
     from interp.evals.run import EvalTarget, lm_evaluate, load_lm
@@ -82,11 +91,7 @@ def test_accuracy_drop_correlations_and_resume(run, tmp_path, monkeypatch):
     assert png.stat().st_size > 10_000
 
     # every condition done: a rerun loads no model (the tables are rewritten from the parts alone)
-    import interp.evals.run as evals_run
-
-    def no_load(*args, **kwargs):
-        raise AssertionError("a finished run loaded the model")
-    monkeypatch.setattr(evals_run, "load_lm", no_load)
+    _forbid_loading(monkeypatch)
     ra.compute(cfg, figures)
     pd.testing.assert_frame_equal(pd.read_csv(figures / ra.TABLE), drops)
     monkeypatch.undo()
@@ -182,11 +187,7 @@ def test_hf_dir_through_the_cli_matches_a_plain_hook(tmp_path, save_pretrained_d
     assert python["acc_clean"].iloc[0] == drops["acc_clean"].iloc[0]
 
     # a finished subset loads nothing on a rerun, and a layer out of range is refused from its parts alone
-    import interp.evals.run as evals_run
-
-    def no_load(*args, **kwargs):
-        raise AssertionError("a finished run loaded the model")
-    monkeypatch.setattr(evals_run, "load_lm", no_load)
+    _forbid_loading(monkeypatch)
     ra.compute(subset, tmp_path / "python")
     pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "python" / ra.TABLE), python)
     with pytest.raises(ValueError, match="field 'layers' holds \\[2\\], but .* has layers 0..1"):
