@@ -135,3 +135,13 @@ def test_first_screen_and_docs_index():
     index = (REPO_ROOT / "docs" / "README.md").read_text()
     pages = sorted(p.name for p in (REPO_ROOT / "docs").glob("*.md") if p.name != "README.md")
     assert [p for p in pages if f"]({p})" not in index] == []
+
+
+def test_figures_readme_has_a_row_and_a_section_for_every_figure():
+    """figures/README.md's table (command and cost) and its sections cover every PNG committed under figures/:
+    three issue-34 figures once had a section and no row."""
+    text = (REPO_ROOT / "figures" / "README.md").read_text()
+    pngs = sorted(p.name for p in (REPO_ROOT / "figures").glob("*.png"))
+    assert pngs, "no figure under figures/"
+    assert [p for p in pngs if f"\n| {p} |" not in text] == []
+    assert [p for p in pngs if f"\n## {p}" not in text] == []
