@@ -5,18 +5,17 @@ capacity is worth less. Here that is tested, not assumed: for SmolLM2-135M, Gemm
 uniform and tapered runs of analyses.train_comparison, one `interp.causal.probe(..., causal=True)` per model
 gives the correlational rows (rho_mlp, rho_block, ...) and the causal rows (delta held-out loss when the
 layer's MLP is skipped, mean-ablated, its attention skipped, or the whole block removed;
-interp.ablations.layers) for the same tokens and positions. The committed tables predate the block-removal
-rows (delta_loss_skip_block, added for issue #34): they hold the other three kinds; a recompute adds the fourth.
-Across layers, the Spearman rho of each correlational profile with each causal one, with a percentile
-bootstrap CI over sequences (interp.causal.correlations). A negative rho of rho_mlp with
-delta_loss_skip_mlp would support the paper's reading (more reinforcing, less needed).
+interp.ablations.layers) for the same tokens and positions. Across layers, the Spearman rho of each
+correlational profile with each causal one, with a percentile bootstrap CI over sequences
+(interp.causal.correlations). A negative rho of rho_mlp with delta_loss_skip_mlp would support the paper's
+reading (more reinforcing, less needed).
 
 Budget: 1 + 4 x n_layers forwards per model plus the probe passes: 121 for SmolLM2, 73 for Gemma3 over
 16 x 128 tokens (the pretrained ablation's eval budget), 25 for each 6-layer tiny run over 64 x 256 tokens
-(the times below were measured with 3 kinds, 1 + 3 x n_layers: expect about 4/3 of them).
-Measured: ~20 min of CPU time on one thread (an hour wall on 2 cores shared with other jobs: SmolLM2 and
-Gemma3 ~28 min each, a tiny run 2.5 min), more than `make figures` affords, hence HEAVY: `interp figures
---recompute` re-renders the stored tables; `interp figures --only novelty_vs_causal --recompute` recomputes.
+(the tiny runs are train_comparison's: train them first). Measured on 2 quiet AMD EPYC cores (2026-12-07):
+24 min (SmolLM2 517 s, Gemma3 ~725 s, the tiny runs 77 s and 70 s), more than `make figures` affords, hence HEAVY:
+`interp figures --recompute` re-renders the stored tables; `interp figures --only novelty_vs_causal --recompute`
+recomputes.
 """
 
 from __future__ import annotations
@@ -31,7 +30,7 @@ from analyses import novelty_pretrained, novelty_tapered, outputs, read_table, r
 from interp.probes.config import ProbeConfig
 
 NAME = "novelty_vs_causal"
-HEAVY = True  # ~20 min of CPU time (see the module docstring): more than `make figures` affords
+HEAVY = True  # 24 min on 2 quiet cores (see the module docstring): more than `make figures` affords
 TABLE = "novelty_vs_causal.csv"                 # one row per model, measure and causal kind
 LAYERS_TABLE = "novelty_vs_causal_layers.csv"   # the probe tables: correlational + causal rows per layer
 FIGURE = "novelty_vs_causal.png"
