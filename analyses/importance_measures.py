@@ -146,20 +146,15 @@ def seed_summary(table: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
 
 
 def compute(cfg: Config, figures_dir: Path) -> None:
-    from interp.causal import causal_data, correlations
+    from interp.causal import correlation_table
 
     tables = model_tables(cfg, figures_dir)
     if not tables:
         print(f"[{NAME}] no model installed and no finished run: nothing to measure", flush=True)
         return
-    rows = []
-    for label, spec, df in tables:
-        corr = correlations(*causal_data(df), cfg.n_boot, cfg.confidence, cfg.seed)
-        rows.append(corr.assign(label=label, model=df["model"].iloc[0],
-                                checkpoint=repo_relative(str(df["checkpoint"].iloc[0] or "")),
-                                text_sha256=df["text_sha256"].iloc[0], n_tokens=int(df["n_tokens"].iloc[0]),
-                                dtype=df["dtype"].iloc[0], hardware=df.get("hardware", pd.Series([""])).iloc[0]))
-    summary = pd.concat(rows, ignore_index=True)
+    summary = pd.concat([correlation_table(df, cfg.n_boot, cfg.confidence, cfg.seed).assign(label=label)
+                         for label, _, df in tables], ignore_index=True)
+    summary["checkpoint"] = summary["checkpoint"].map(repo_relative)
     summary = summary[["label", "model", *[c for c in summary.columns if c not in ("label", "model")]]]
     write_table(summary, figures_dir, TABLE, cfg, NAME)
     write_table(seed_summary(summary, cfg.confidence), figures_dir, SUMMARY_TABLE, cfg, NAME)

@@ -88,17 +88,17 @@ def _report(label: str, df: pd.DataFrame) -> None:
 
 
 def compute(cfg: Config, figures_dir: Path) -> None:
-    from interp.causal import causal_data, correlations
+    from interp.causal import correlation_table
 
     tables = model_tables(cfg)
     if not tables:
         print(f"[{NAME}] no model installed and no finished run: nothing to measure", flush=True)
         return
-    corr = [correlations(*causal_data(df), cfg.n_boot, cfg.confidence, cfg.seed)
-            .assign(label=label, model=df["model"].iloc[0]) for label, df in tables]
     layers = pd.concat([df for _, df in tables], ignore_index=True)
     layers["checkpoint"] = layers["checkpoint"].fillna("").map(repo_relative)
-    summary = pd.concat(corr, ignore_index=True)
+    summary = pd.concat([correlation_table(df, cfg.n_boot, cfg.confidence, cfg.seed).assign(label=label)
+                         for label, df in tables], ignore_index=True)
+    summary["checkpoint"] = summary["checkpoint"].map(repo_relative)
     summary = summary[["label", "model", *[c for c in summary.columns if c not in ("label", "model")]]]
     write_table(layers, figures_dir, LAYERS_TABLE, cfg, NAME)
     write_table(summary, figures_dir, TABLE, cfg, NAME)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import html
+import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -83,13 +84,39 @@ def fmt(x: float, digits: int = 2) -> str:
     return "n/a" if not math.isfinite(x) else f"{x:+.{digits}f}"
 
 
+def _labels(rows: pd.DataFrame, column: str) -> str:
+    """The distinct values of `column`, joined; a hardware record stored as JSON (the eval tables') as its label."""
+    from interp._util.provenance import hardware_label
+
+    if column not in rows:
+        return ""
+    values = {hardware_label(hw=json.loads(v)) if v.startswith("{") else v
+              for v in rows[column].dropna().astype(str) if v}
+    return ", ".join(sorted(values))
+
+
+def _made_by(rows: pd.DataFrame, figures: Path | None = None, table: str = "") -> str:
+    """'dtype, hardware' of the rows behind a number, read from their columns. A table with no hardware column
+    falls back to the machine its .meta.json recorded (the one that wrote the table), and says so."""
+    from interp._util.provenance import hardware_label
+
+    hardware = _labels(rows, "hardware")
+    if not hardware and "device" in rows:   # older run tables name only the device kind
+        hardware = "devices " + _labels(rows, "device") + " (model not recorded)"
+    dtype = _labels(rows, "dtype")
+    meta_path = figures / Path(table).with_suffix(".meta.json") if figures is not None and table else None
+    meta = json.loads(meta_path.read_text()) if meta_path is not None and meta_path.is_file() else {}
+    if not hardware and (recorded := meta.get("provenance", {}).get("hardware")):
+        hardware = f"{hardware_label(hw=recorded)} (the table's writer, from its .meta.json)"
+    config = meta.get("config", {})
+    if not dtype and (configured := (config.get("probe") or {}).get("dtype") or config.get("dtype")):
+        dtype = f"{configured} (its .meta.json config)"
+    return f"{dtype or 'dtype not recorded'}, {hardware or 'hardware not recorded'}"
+
+
 def _runs_regime(runs: pd.DataFrame, params: float, tokens: float, seeds: int) -> str:
-    hardware = ", ".join(sorted(set(runs["hardware"].dropna().astype(str)))) if "hardware" in runs else ""
-    if not hardware and "device" in runs:   # older run tables name only the device kind
-        hardware = "devices " + ", ".join(sorted(set(runs["device"].dropna().astype(str)))) + " (model not recorded)"
-    dtype = ", ".join(sorted(set(runs["dtype"].dropna().astype(str)))) if "dtype" in runs else "?"
     return (f"{params / 1e6:.1f}M params, {tokens / 1e6:.2f}M tokens/run ({tokens / params:.3f} tokens/param), "
-            f"{seeds} seeds, {dtype}, {hardware or 'hardware not recorded'}")
+            f"{seeds} seeds, {_made_by(runs)}")
 
 
 def _read(figures: Path, name: str) -> pd.DataFrame | None:
@@ -183,7 +210,8 @@ def depth_claims(figures: Path) -> list[Claim]:
         claim.value = float(row["pearson_r_mean"])
         claim.ci = (float(row["pearson_r_ci_low"]), float(row["pearson_r_ci_high"]))
         claim.regime = (f"6-layer tiny models, {int(row['n_seeds'])} seeds, {int(row['tokens']) / 1e6:.2f}M "
-                        f"tokens ({row['checkpoint_kind']})")
+                        f"tokens ({row['checkpoint_kind']}), "
+                        f"{_made_by(df, figures, 'novelty_block_styles.csv')}")
         claims.append(claim)
     return claims
 
@@ -208,6 +236,9 @@ def eval_claims(figures: Path) -> list[Claim]:
     if df is None:
         return [Claim("evals", "paper (evaluations)", "wider-early improves the commonsense tasks", "",
                       "downstream_groups.csv", +1, missing="downstream_groups")]
+    runs = _read(figures, "downstream_groups_runs.csv")
+    runs = runs if runs is not None else pd.DataFrame()
+    made_by_training = _made_by(runs)
     claims = []
     for _, row in df[(df["variant"] == "wider-early") & (df["task"] != "training_val")].iterrows():
         if not (math.isfinite(row["d_ci_low"]) and (row["d_ci_low"] != 0 or row["d_ci_high"] != 0)):
@@ -219,7 +250,9 @@ def eval_claims(figures: Path) -> list[Claim]:
                       -1 if lower_better else +1, "", figure="downstream_groups.png", digits=0 if lower_better else 3)
         claim.value, claim.ci = float(row["d_mean"]), (float(row["d_ci_low"]), float(row["d_ci_high"]))
         docs = f", {int(row['n_docs'])} docs" if math.isfinite(row["n_docs"]) else ""
-        claim.regime = f"the group ablation's checkpoints, {int(row['n_seeds'])} seeds{docs}"
+        claim.regime = (f"the group ablation's checkpoints, {int(row['n_seeds'])} seeds{docs}; trained "
+                        f"{made_by_training}; evaluated {_labels(runs, 'eval_dtype') or 'dtype not recorded'}, "
+                        f"{_labels(runs, 'eval_hardware') or 'hardware not recorded'}")
         claims.append(claim)
     return claims
 
@@ -238,7 +271,8 @@ def literature_claims(figures: Path) -> list[Claim]:
                           "(bootstrap CI over sequences)", "novelty_vs_causal.csv", -1, "",
                           figure="novelty_vs_causal.png", digits=3)
             claim.value, claim.ci = float(row["spearman_rho"]), (float(row["ci_low"]), float(row["ci_high"]))
-            claim.regime = f"{int(row['n_layers'])} layers, {int(row['n_sequences'])} sequences"
+            claim.regime = (f"{int(row['n_layers'])} layers, {int(row['n_sequences'])} sequences, "
+                            f"{_made_by(causal[causal['label'] == row['label']], figures, 'novelty_vs_causal.csv')}")
             claims.append(claim)
     removal = _read(figures, "layer_removal.csv")
     smol = removal[removal["label"] == "smollm2-135m"] if removal is not None else None
@@ -254,7 +288,8 @@ def literature_claims(figures: Path) -> list[Claim]:
                           note="our copy is the Instruct model dequantized from Q4_1, not the base weights")
             claim.value = float(row["delta_ppl"])
             claim.ci = (float(row["delta_ppl_ci_low"]), float(row["delta_ppl_ci_high"]))
-            claim.regime = f"{int(row['n_tokens'])} held-out wiki tokens, {int(row['n_sequences'])} sequences, fp32"
+            claim.regime = (f"{int(row['n_tokens'])} held-out wiki tokens, {int(row['n_sequences'])} sequences, "
+                            f"{_made_by(smol[smol['layer'] == layer], figures, 'layer_removal.csv')}")
             claims.append(claim)
     return claims + importance_claims(figures) + accuracy_claims(figures) + layout_claims(figures)
 
@@ -292,7 +327,8 @@ def importance_claims(figures: Path) -> list[Claim]:
             claim.value, claim.ci = float(row["spearman_rho"]), (float(row["ci_low"]), float(row["ci_high"]))
             seeds = f", {int(row['n_seeds'])} seeds" if seeded else ""
             claim.regime = (f"{int(row['n_layers'])} layers{seeds}, {int(row['n_sequences'])} sequences x "
-                            f"{int(row['n_tokens']) // int(row['n_sequences'])} tokens, {row['dtype']}")
+                            f"{int(row['n_tokens']) // int(row['n_sequences'])} tokens, "
+                            f"{_made_by(rows[rows['group'] == row['group']])}")
             if seeded and measure == "rho_mlp":
                 claim.note = ("the single seed of train_comparison's tiny runs (novelty_vs_causal, above) is one draw; "
                               "here 5 seeds of a half-width shape, each a Spearman rho over only "
@@ -317,7 +353,8 @@ def accuracy_claims(figures: Path) -> list[Claim]:
                       "(lm-eval, paired per document; bootstrap CI over documents)",
                       "removal_accuracy_vs_measures.csv", -1, "", figure="removal_accuracy.png", digits=3)
         claim.value, claim.ci = float(row["spearman_rho"]), (float(row["ci_low"]), float(row["ci_high"]))
-        claim.regime = f"{int(row['n_layers'])} layers, {int(row['n_docs'])} documents, {row['dtype']}"
+        claim.regime = (f"{int(row['n_layers'])} layers, {int(row['n_docs'])} documents, "
+                        f"{_made_by(rows[(rows['model'] == row['model']) & (rows['task'] == row['task'])])}")
         claims.append(claim)
     return claims
 

@@ -180,6 +180,17 @@ def correlations(effects: LayerEffects, profiles: dict[str, np.ndarray], n_boot:
     return pd.DataFrame(rows)
 
 
+def correlation_table(df: pd.DataFrame, n_boot: int = 2000, confidence: float = 0.95, seed: int = 0) -> pd.DataFrame:
+    """correlations() of one model's causal probe table, each row with what produced it (constant over the
+    table): model, checkpoint, text_sha256, n_tokens, dtype and hardware."""
+    first = df.iloc[0]
+    checkpoint = first.get("checkpoint")
+    checkpoint = "" if checkpoint is None or checkpoint != checkpoint else str(checkpoint)   # NaN != NaN
+    return correlations(*causal_data(df), n_boot, confidence, seed).assign(
+        model=first["model"], checkpoint=checkpoint, text_sha256=first["text_sha256"],
+        n_tokens=int(first["n_tokens"]), dtype=first["dtype"], hardware=first.get("hardware", ""))
+
+
 def probe(model: Any = "smollm2-135m", text: str | Path | None = None, *, config: ProbeConfig | None = None,
           **kwargs: Any) -> pd.DataFrame:
     """interp.probes.probe (the same arguments), with the causal rows joined when causal=True (given here, else

@@ -190,6 +190,12 @@ def test_causal_rows_join_the_correlational_rows(checkpoint):
     table = ct.correlations(effects, profiles, n_boot=50)
     assert len(table) == len(profiles) * len(ab.CAUSAL_KINDS)
     assert table["spearman_rho"].between(-1, 1).all() and set(table["n_sequences"]) == {4}
+    # the same rows, each with what produced it (what novelty_vs_causal and importance_measures write)
+    stamped = ct.correlation_table(df, n_boot=50)
+    pd.testing.assert_frame_equal(stamped[list(table.columns)], table)
+    for column in ("model", "text_sha256", "n_tokens", "dtype", "hardware"):
+        assert (stamped[column] == df[column].iloc[0]).all(), column
+    assert set(stamped["checkpoint"]) == {str(df["checkpoint"].iloc[0])} and set(stamped["dtype"]) == {"float32"}
     bare = corr.copy()
     bare.attrs = {}
     with pytest.raises(ValueError, match=r"interp\.causal\.probe\(\.\.\., causal=True\)"):

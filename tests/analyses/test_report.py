@@ -46,15 +46,29 @@ def _verdict(row: str) -> str:
 
 
 def test_the_committed_report_is_current(tmp_path):
-    for path in FIGURES.glob("*.csv"):
-        shutil.copy(path, tmp_path)
-    for path in FIGURES.glob("*.png"):
-        shutil.copy(path, tmp_path)
+    for pattern in ("*.csv", "*.png", "*.meta.json"):   # a .meta.json names the writer of a table without hardware
+        for path in FIGURES.glob(pattern):
+            shutil.copy(path, tmp_path)
     report.render(tmp_path)
     assert (tmp_path / report.MARKDOWN).read_text() == (FIGURES / report.MARKDOWN).read_text(), \
         "figures/REPORT.md is stale: run `interp report`"
     page = (tmp_path / report.HTML).read_text()
     assert page.count("data:image/png;base64,") >= 5 and "src='http" not in page and "src=\"http" not in page
+
+
+def test_every_measured_claim_says_which_dtype_and_hardware_produced_it():
+    """The regime of each measured claim names a dtype and a machine, from the rows' columns or, for a table
+    without them, from its .meta.json (said so); "not recorded" only where neither has it."""
+    measured = [c for c in report.claims(FIGURES) if not c.missing]
+    assert len(measured) > 40
+    for c in measured:
+        assert re.search(r"float32|bfloat16|float16|fp32|bf16|dtype not recorded", c.regime), (c.id, c.regime)
+        assert re.search(r"AMD|Intel|cuda|NVIDIA|H100|H200|hardware not recorded|model not recorded", c.regime), (c.id, c.regime)
+    by_id = {c.id: c for c in measured}
+    accuracy = pd.read_csv(FIGURES / "removal_accuracy_vs_measures.csv")
+    row = accuracy[(accuracy["measure"] == "block_influence") & (accuracy["model"] == "gemma3-270m")].iloc[0]
+    assert by_id[f"accuracy-block-influence-gemma3-270m-{row['task']}"].regime.endswith(
+        f"{row['dtype']}, {row['hardware']}")
 
 
 def test_training_claims_match_their_tables():
