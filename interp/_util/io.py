@@ -164,15 +164,17 @@ def atomic_write(directory: PathLike, writers: dict[str, Callable[[Path], None]]
     _fsync_dir(directory)
 
 
-def remove_stale_temps(directory: PathLike, names: Iterable[str]) -> list[Path]:
+def remove_stale_temps(directory: PathLike, names: Iterable[str] | Callable[[str], bool]) -> list[Path]:
     """Delete what killed atomic writes left in `directory`: entries named `.<name>.XXXXXXXX.tmp` (our
-    temporary folders, or files from before they were folders) for one of `names`. Returns what was removed.
+    temporary folders, or files from before they were folders) for one of `names` (or a name the predicate
+    `names` accepts: a folder of parts named by their keys). Returns what was removed.
     Call it only while owning the directory (holding its lock): a live writer's temporary looks the same."""
-    directory, names = Path(directory), set(names)
+    directory = Path(directory)
+    ours = names if callable(names) else set(names).__contains__
     removed = []
     for entry in sorted(directory.iterdir()) if directory.is_dir() else ():
         match = _TEMP_NAME.match(entry.name)
-        if not match or match["name"] not in names or entry.is_symlink():
+        if not match or not ours(match["name"]) or entry.is_symlink():
             continue
         if entry.is_dir():
             shutil.rmtree(entry)
@@ -365,6 +367,28 @@ class UnsafePath(OSError):
     """An output, lock or temporary that is a symbolic link, a hard link or not a regular file: refused unwritten."""
 
 
+def safe_folder(folder: PathLike, root: PathLike) -> Path:
+    """`folder`, made where missing and checked component by component below `root` (the folder the user named,
+    made as it is): none may be a symbolic link or anything but a folder, so nothing written into a folder of
+    ours (a table's parts, its journals) lands elsewhere. safe_open refuses a link at the file; this, above it."""
+    folder, current = Path(folder), Path(root)
+    current.mkdir(parents=True, exist_ok=True)
+    for name in folder.relative_to(current).parts:
+        current = current / name
+        try:
+            os.mkdir(current)
+            continue
+        except FileExistsError:
+            st = os.lstat(current)
+        if stat.S_ISLNK(st.st_mode):
+            raise UnsafePath(f"{current}: a symbolic link (to {os.readlink(current)}) where interp keeps its own "
+                             "folder; interp never writes through a link, so nothing outside changes (remove the "
+                             "link)")
+        if not stat.S_ISDIR(st.st_mode):
+            raise UnsafePath(f"{current}: not a folder, where interp keeps its own folder (remove it)")
+    return folder
+
+
 def remove_entry(path: PathLike) -> None:
     """Remove the directory entry `path` (a file or a link, never what a link points to); missing is fine."""
     try:
@@ -426,9 +450,10 @@ def _open_lock(path: Path, what: str) -> int:
 
 
 @contextlib.contextmanager
-def file_lock(path: PathLike) -> Iterator[None]:
+def file_lock(path: PathLike, *, shared: bool = False) -> Iterator[None]:
     """Exclusive advisory lock on `path` (created) while the block runs: DDP ranks and parallel jobs that
-    build the same cache entry wait for each other. A lock file that is a link is refused (UnsafePath)."""
+    build the same cache entry wait for each other. A lock file that is a link is refused (UnsafePath).
+    shared: many holders at once, none while an exclusive_lock holds it (the tasks of a job, and its sweep)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     if fcntl is None:  # pragma: no cover
@@ -436,7 +461,7 @@ def file_lock(path: PathLike) -> Iterator[None]:
         return
     fd = _open_lock(path, f"folder {path.parent}")
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        fcntl.flock(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
         yield
     finally:
         os.close(fd)  # closing releases the lock
@@ -496,13 +521,15 @@ PARTS_KIND_FILE = ".kind"   # in an OUT.parts folder: which command's rows its p
 _KIND_COLUMNS = {"eval": "task", "probe batch": "layer"}   # how parts from before the marker tell their kind
 
 
-def parts_kind(parts: PathLike) -> str | None:
-    """Which command's rows the parts folder holds: its marker, else (a folder from before the marker) what the
-    columns of its first readable part say; None when nothing tells."""
+def parts_kind(parts: PathLike, *, guess: bool = True) -> str | None:
+    """Which command's rows the parts folder holds: its marker, else (a folder from before the marker; only with
+    `guess`) what the columns of its first readable part say; None when nothing tells."""
     parts = Path(parts)
     marker = parts / PARTS_KIND_FILE
     if marker.is_file():
         return marker.read_text(encoding="utf-8").strip()
+    if not guess:
+        return None
     import pyarrow.parquet as pq
 
     for part in sorted(parts.glob("*.parquet"))[:1]:

@@ -17,6 +17,7 @@ valid file of each format and asserts exactly that).
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from collections.abc import Callable
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from interp._util.errors import InputError
+from interp._util.errors import InputError, one_line
 
 # check(value) -> True/None when fine, or a string saying what the value should be
 Check = Callable[[Any], "bool | str | None"]
@@ -61,6 +62,27 @@ class Schema:
                 continue
             check_value(doc[name], spec, path=path, key=key, fix=self.fix)
         return doc
+
+    def read(self, path: str | os.PathLike, *, missing_ok: bool = False) -> dict | None:
+        """The JSON file at `path`, parsed (parse_json) and validated; None for a missing file when missing_ok."""
+        if Path(path).exists() and not Path(path).is_file():   # a folder; a FIFO, whose read would wait forever
+            raise InputError(f"{self.what} is not a regular file", path=path, fix=self.fix or None)
+        try:
+            raw = Path(path).read_bytes()
+        except FileNotFoundError:
+            if missing_ok:
+                return None
+            raise
+        return self.validate(parse_json(raw, path, what=self.what, fix=self.fix), path)
+
+
+def parse_json(text: str | bytes, path: str | os.PathLike | None, *, what: str, fix: str = "") -> Any:
+    """JSON text (bytes: UTF-8) as a document, or one InputError naming the file: not UTF-8, not JSON, a number
+    too long to convert, nested too deeply. What it holds is the caller's Schema's to check."""
+    try:
+        return json.loads(text.decode("utf-8") if isinstance(text, bytes) else text)
+    except (ValueError, RecursionError) as err:   # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise InputError(f"{what} is not valid JSON ({one_line(err)[:200]})", path=path, fix=fix or None) from None
 
 
 def type_name(value: Any) -> str:

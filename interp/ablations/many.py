@@ -10,18 +10,19 @@ A model that cannot be loaded or ablated is one status="failed" row. OUT is rebu
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from interp._util.errors import one_line
-from interp._util.io import claim_parts, exclusive_lock
+from interp._util.io import claim_parts, text_sha256
 from interp.ablations.config import AblationConfig
 from interp.hf.registry import REGISTRY
 from interp.jobs.executors import ExecutorConfig, JobsResult, execute
 from interp.jobs.keys import definition_sha256, registry_key, settings_hash, weights_sha256
-from interp.jobs.parts import (check_table_outputs, failed_part, merge_table, part_files, parts_dir,
-                               task_lock, write_part)
+from interp.jobs.parts import (check_table_outputs, failed_part, lock_task, merge_table, part_files, parts_dir,
+                               sort_rows, write_part)
 from interp.jobs.runner import Outcome
 from interp.jobs.targets import expand_paths
 
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
 __all__ = ["ManyConfig", "AblationJob", "run_many", "merge_only"]
 
 NOT_SETTINGS = ("model", "revision", "threads", "device")   # where and which model: not the setting's hash
+SORT_COLUMNS = ("model_spec", "kind", "group", "fraction", "selection", "seed", "layer")
 
 
 @dataclass
@@ -44,19 +46,26 @@ class ManyConfig:
     execution: ExecutorConfig = field(default_factory=ExecutorConfig)
 
 
+_PLAIN_SPEC = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@+-]{0,26}")   # kept as written: "spec:" + it fits the 32 kept
+
+
 def _model_key(spec: str) -> str:
     """What identifies the model `spec`: a path's weights and definition files; else the spec itself (a registry
-    name keys by its package version inside the loader; a hub id names its revision as MODEL@REV)."""
+    name keys by its package version inside the loader; a hub id names its revision as MODEL@REV). A key names a
+    part file, never a path: a spec that is not a plain file name (a hub id's "/", a revision's "..") or is longer
+    than the key keeps of it is hashed, so it neither lands in a folder no merge reads nor collides when cut."""
     if Path(spec).expanduser().exists():
         found = expand_paths([spec])
         if len(found) == 1 and found[0].kind != "hub":
             return f"{weights_sha256(found[0])}-{definition_sha256(found[0])}"
-    return registry_key(spec) if spec in REGISTRY else f"spec:{spec}"
+    if spec in REGISTRY:
+        return registry_key(spec)
+    return f"spec:{spec}" if _PLAIN_SPEC.fullmatch(spec) else f"spec-{text_sha256(spec)[:16]}"
 
 
 def _order(df: pd.DataFrame) -> pd.DataFrame:
-    return df.sort_values(["model_spec", "kind", "group", "fraction", "selection", "seed", "layer"],
-                          na_position="first", kind="stable").reset_index(drop=True)
+    """By model, then the ablation's own columns (absent when every model failed: the table is the failed rows)."""
+    return sort_rows(df, SORT_COLUMNS, na_position="first")
 
 
 class AblationJob:
@@ -124,6 +133,6 @@ def merge_only(out: str | Path, csv: bool = False) -> pd.DataFrame:
         raise FileNotFoundError(f"{parts_dir(out)}: no parts to merge; run `interp ablate MODEL... --table {out}` "
                                 "first")
     claim_parts(parts_dir(out), AblationJob.kind, out, mark=False)
-    with exclusive_lock(task_lock(out, 0), f"{AblationJob.what} {out}"):
+    with lock_task(out, 0, f"{AblationJob.what} {out}"):
         return merge_table(out, _order, csv)
 

@@ -91,6 +91,9 @@ def run_merge(args: argparse.Namespace) -> int:
     df = merge(args.out, args.csv, getattr(args, "merge_default", None))
     print(f"[jobs] merged {len(df)} rows from {parts_dir(args.out)} into {args.out}")
     failed = df[df["status"] == "failed"] if "status" in df.columns else df.iloc[:0]
+    if len(failed):
+        print(f"interp jobs merge: {len(failed)} of {len(df)} row(s) in {args.out} are failed rows (status failed); "
+              "fix their cause and rerun the command that wrote them", file=sys.stderr)
     for row in failed.itertuples():
         where = getattr(row, "path", None) or getattr(row, "model", "")
         print(f"  failed: {where}: {row.error}", file=sys.stderr)

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import math
 import os
+import shutil
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -28,8 +30,9 @@ from typing import Any
 from interp._util.children import raise_if_stopped
 from interp._util.dist import Distributed, check_env, env_world_size
 from interp._util.errors import InputError, one_line
-from interp._util.io import claim_parts, exclusive_lock
-from interp.jobs.parts import parts_dir, read_journal, task_lock, write_plan
+from interp._util.io import claim_parts
+from interp.jobs.parts import (JOURNAL_DIR, MAX_TASKS, lock_task, own_folder, part_files, parts_dir, read_journal,
+                               sweep_temps, write_plan)
 from interp.jobs.runner import Job, TaskResult, format_eta, run_task
 
 __all__ = ["EXECUTORS", "ExecutorConfig", "JobsResult", "execute"]
@@ -66,6 +69,8 @@ class ExecutorConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise InputError(f"must be an integer >= {low}, got {value!r}", field=f"--{name.replace('_', '-')}")
+        if self.jobs > MAX_TASKS:
+            raise InputError(f"{self.jobs:,} tasks: at most {MAX_TASKS:,}", field="--jobs")
         if self.executor == "torchrun":
             check_env()
         if self.executor == "slurm":
@@ -135,18 +140,30 @@ def _task(factory: Factory, cfg: Any, index: int, count: int, targets: list[Any]
 
 def _merge(job: Job, result: JobsResult) -> None:
     """Rebuild OUT under task 0's lock (a task still writing makes this fail at once instead of racing it)."""
-    if not any(parts_dir(job.out).glob("*.parquet")):
+    if not part_files(job.out):
         return
-    with exclusive_lock(task_lock(job.out, 0), f"{job.what} {job.out}"):
+    with lock_task(job.out, 0, f"{job.what} {job.out}"):
         result.table, result.out = job.merge(), job.out
 
 
 def check_task_locks(job: Job, tasks: int) -> None:
     """Take and release every task's lock before anything is written: a lock that is a link is refused, and a
-    command still running on OUT fails here naming its pid (LockHeld), not after the plan is replaced."""
+    command still running on OUT fails here naming its pid (LockHeld), not after the plan is replaced. Under task
+    0's lock, what killed tasks and merges left is swept (sweep_temps)."""
     for i in range(tasks):
-        with exclusive_lock(task_lock(job.out, i), f"{job.what} {job.out}"):
-            pass
+        with lock_task(job.out, i, f"{job.what} {job.out}"):
+            if i == 0:
+                sweep_temps(job.out)
+
+
+def check_slurm() -> None:
+    """InputError before anything is written when this machine has no Slurm client (submitit needs sbatch and
+    srun): the command would otherwise fail deep inside submitit, with a traceback."""
+    missing = [name for name in ("sbatch", "srun") if shutil.which(name) is None]
+    if missing:
+        raise InputError(f"Slurm's {missing[0]} is not on PATH, so no array job can be submitted from here",
+                         field="--executor slurm", fix="run the command on a Slurm login node (where `sinfo` "
+                                                       "answers), or use --executor local (--jobs N processes here)")
 
 
 def execute(factory: Factory, cfg: Any, ex: ExecutorConfig | None = None, *, job: Job | None = None,
@@ -157,6 +174,8 @@ def execute(factory: Factory, cfg: Any, ex: ExecutorConfig | None = None, *, job
     process is one task given by hand (a rank and a world size, no process group)."""
     ex = ex or ExecutorConfig()
     ex.validate()
+    if ex.executor == "slurm":
+        check_slurm()
     job = job if job is not None else factory(cfg)
     targets = job.plan()   # a bad PATH fails here, before any task starts
     executor = ex.executor
@@ -164,14 +183,14 @@ def execute(factory: Factory, cfg: Any, ex: ExecutorConfig | None = None, *, job
         executor = "torchrun"
     if executor == "torchrun":
         return _torchrun(job, targets, dist)
-    tasks = max(1, min(ex.jobs or len(targets), len(targets)))
+    tasks = max(1, min(ex.jobs or len(targets), len(targets), MAX_TASKS))
     claim_parts(parts_dir(job.out), job.kind, job.out, mark=False)   # another command's parts: refused first
-    parts_dir(job.out).mkdir(parents=True, exist_ok=True)
+    own_folder(parts_dir(job.out), JOURNAL_DIR)   # a link there: refused before any work
     check_task_locks(job, tasks)
-    write_plan(job.out, job.kind, [job.name(t) for t in targets], tasks, executor)
     result = JobsResult(targets=targets, executor=executor)
     if executor == "slurm":
-        return _slurm(job, factory, targets, tasks, ex, result)
+        return _slurm(job, factory, targets, tasks, ex, result)   # the plan is written once the array is submitted
+    write_plan(job.out, job.kind, [job.name(t) for t in targets], tasks, executor)
     if tasks == 1:
         try:
             result.tasks.append(run_task(job, 0, 1, targets))
@@ -198,7 +217,7 @@ def _torchrun(job: Job, targets: list[Any], dist: Distributed | None = None) -> 
     dist = dist if dist is not None else Distributed.from_env(join="MASTER_ADDR" in os.environ)
     if dist.primary:
         claim_parts(parts_dir(job.out), job.kind, job.out, mark=False)
-        parts_dir(job.out).mkdir(parents=True, exist_ok=True)
+        own_folder(parts_dir(job.out), JOURNAL_DIR)
         check_task_locks(job, 1)   # (the other ranks' locks are theirs, held now or soon)
         write_plan(job.out, job.kind, [job.name(t) for t in targets], dist.world_size, "torchrun")
     result = JobsResult(targets=targets, executor="torchrun", rank=dist.rank, world_size=dist.world_size)
@@ -254,16 +273,31 @@ def slurm_executor(folder: Path, ex: ExecutorConfig, name: str) -> Any:
     return executor
 
 
+def _submit(job: Job, factory: Factory, targets: list[Any], tasks: int, ex: ExecutorConfig) -> list[Any]:
+    """The array, submitted through submitit (which calls sbatch). sbatch failing (the controller down, a
+    partition refused) is one InputError with sbatch's own message and the fix; what submitit wrote for the array
+    that never was (its pickles, the sbatch script) is removed, and nothing claims a job."""
+    folder = own_folder(parts_dir(job.out), SLURM_DIR)
+    before = set(folder.iterdir())
+    try:
+        executor = slurm_executor(folder, ex, f"interp-{job.kind.replace(' ', '-')}")
+        cfg = getattr(job, "cfg", None)
+        return executor.map_array(_slurm_task_class()(), [factory] * tasks, [cfg] * tasks, list(range(tasks)),
+                                  [tasks] * tasks, [targets] * tasks, [ex.cpus_per_task or 1] * tasks)
+    except (RuntimeError, OSError, subprocess.SubprocessError) as err:   # submitit's FailedJobError: sbatch's error
+        for entry in set(folder.iterdir()) - before:
+            if entry.is_file() and not entry.is_symlink():
+                entry.unlink()
+        raise InputError(f"submitting the array of {tasks} task(s) failed: {one_line(err)}", field="--executor slurm",
+                         fix="check that Slurm answers here (`sinfo`, `squeue`) and that the partition and limits are "
+                             "allowed, or use --executor local") from None
+
+
 def _slurm(job: Job, factory: Factory, targets: list[Any], tasks: int, ex: ExecutorConfig,
            result: JobsResult) -> JobsResult:
     folder = parts_dir(job.out) / SLURM_DIR
-    executor = slurm_executor(folder, ex, f"interp-{job.kind.replace(' ', '-')}")
-    task = _slurm_task_class()()
-    cfg = getattr(job, "cfg", None)
-    n = range(tasks)
     since = time.time()
-    submitted = executor.map_array(task, [factory] * tasks, [cfg] * tasks, list(n), [tasks] * tasks,
-                                   [targets] * tasks, [ex.cpus_per_task or 1] * tasks)
+    submitted = _submit(job, factory, targets, tasks, ex)
     result.job_ids = [j.job_id for j in submitted]
     write_plan(job.out, job.kind, [job.name(t) for t in targets], tasks, "slurm", {"slurm_jobs": result.job_ids})
     print(f"{job.prefix} submitted {tasks} Slurm array task(s) ({result.job_ids[0].split('_')[0]}) for "

@@ -10,8 +10,9 @@ A Job is what a command (interp.probes.batch, interp.evals.run, interp.ablations
     name(target) -> str       the target as the journal, the progress lines and `interp jobs status` show it
 
 Task i of n takes targets i, i + n, i + 2n, ... (interp._util.dist.shard). It holds OUT.parts/.rank<i>.lock while it
-runs (a second task with the same index fails at once naming the holder's pid), records each target in its journal,
-and prints one line per finished target with an ETA for its share.
+runs (a second task with the same index fails at once naming the holder's pid) and, shared with the other tasks,
+OUT.parts/.tasks.lock (no sweep removes a temporary of a live task), records each target in its journal, and prints
+one line per finished target with an ETA for its share.
 """
 
 from __future__ import annotations
@@ -25,8 +26,8 @@ from typing import Any, Protocol
 
 from interp._util.children import raise_if_stopped
 from interp._util.dist import shard
-from interp._util.io import claim_parts, exclusive_lock
-from interp.jobs.parts import journal, parts_dir, task_lock
+from interp._util.io import claim_parts
+from interp.jobs.parts import journal, own_folder, parts_dir, running_task
 
 __all__ = ["Job", "Outcome", "TaskResult", "run_task", "format_eta"]
 
@@ -105,9 +106,9 @@ def run_task(job: Job, index: int = 0, count: int = 1, targets: list[Any] | None
     mine = shard(targets, index, count)
     parts = parts_dir(job.out)
     claim_parts(parts, job.kind, job.out, mark=False)   # another command's parts: refused before any lock file
-    parts.mkdir(parents=True, exist_ok=True)
+    own_folder(parts)
     result = TaskResult(index=index, count=count)
-    with exclusive_lock(task_lock(job.out, index), f"{job.what} {job.out}"):
+    with running_task(job.out, index, f"{job.what} {job.out}"):
         claim_parts(parts, job.kind, job.out)
         job.prepare()
         started = time.perf_counter()

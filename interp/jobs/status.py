@@ -7,7 +7,9 @@
     pending      no task has reached it yet
 
 Read from OUT.parts/.plan.json (the targets in order, how they are split, the Slurm job ids), the tasks' journals
-and their locks; nothing is written, so it is safe beside running tasks.
+and their locks; nothing is written, so it is safe beside running tasks. The plan and the journals are checked
+(interp.jobs.parts.PLAN_SCHEMA, JOURNAL_SCHEMA): a malformed one is one line naming the file, the field and the fix,
+and a plan's task count is bounded (MAX_TASKS); only the locks of tasks that take a target are looked at.
 """
 
 from __future__ import annotations
@@ -39,8 +41,8 @@ def job_status(out: str | Path) -> tuple[dict, list[TargetState]]:
         raise FileNotFoundError(f"{parts_dir(out)}: no plan of a job (.plan.json); run `interp batch`, `interp "
                                 f"eval` or `interp ablate` with --out {out} first")
     journal = read_journal(out)
-    tasks = max(1, int(plan.get("tasks", 1)))
-    holders = {i: lock_holder(task_lock(out, i)) for i in range(tasks)}
+    tasks = plan["tasks"]
+    holders = {i: lock_holder(task_lock(out, i)) for i in sorted({i % tasks for i in range(len(plan["targets"]))})}
     states = []
     for i, name in enumerate(plan["targets"]):
         record = journal.get(name, {})
@@ -59,9 +61,9 @@ def job_status(out: str | Path) -> tuple[dict, list[TargetState]]:
 
 def format_status(out: str | Path, plan: dict, states: list[TargetState]) -> str:
     counts = {s: sum(t.state == s for t in states) for s in STATES}
-    head = (f"{out}: {plan.get('kind', '?')} over {len(states)} target(s) in {plan.get('tasks', 1)} task(s) "
-            f"({plan.get('executor', '?')}" + (f", Slurm jobs {plan['slurm_jobs'][0].split('_')[0]}"
-                                               if plan.get("slurm_jobs") else "") + "): "
+    head = (f"{out}: {plan['kind']} over {len(states)} target(s) in {plan['tasks']} task(s) "
+            f"({plan['executor']}" + (f", Slurm jobs {plan['slurm_jobs'][0].split('_')[0]}"
+                                       if plan.get("slurm_jobs") else "") + "): "
             + ", ".join(f"{n} {s}" for s, n in counts.items() if n))
     lines = [head]
     for t in states:
