@@ -4,8 +4,8 @@ Each case builds its scratch folder (`setup(tmp)`), runs `interp ARGV...` there 
 `interp.cli.main` by default; `subprocess=True` for what needs a fresh process: signals, locks, prompts)
 and asserts three things:
   - the exit status (2 for bad input unless the case says otherwise);
-  - the message: `message` (a regex) found in stderr, on a line that starts with "interp", and no
-    traceback anywhere;
+  - the message: `message` (a regex) found in stderr (or stdout, for a case that must succeed), on a line that
+    starts with "interp" for exit status 2, and no traceback anywhere;
   - nothing lost: every file under the scratch folder is byte-identical afterwards, except paths matching
     the case's `may_change` globs (the expected outputs).
 Cases register themselves in CASES at import (tests/bad_inputs/test_*.py), so benchmarks/bad_inputs.py can
@@ -45,7 +45,7 @@ class Case:
     rc: int = 2
     may_change: tuple[str, ...] = ()               # globs (relative to the scratch folder) allowed to change
     subprocess: bool = False                       # run `python -m interp.cli` in a fresh process
-    env: dict[str, str] = field(default_factory=dict)
+    env: dict[str, str] | Callable[[Path], dict[str, str]] = field(default_factory=dict)   # or env(tmp): a server's
     stdin: str | None = None                       # subprocess only: text fed to stdin (e.g. "y\n")
     check: Callable[[Path], None] | None = None    # extra assertions on the scratch folder afterwards
     timeout: float = 1800   # a hang, never a slow machine
@@ -101,7 +101,7 @@ def run_case(case: Case, tmp: Path) -> Outcome:
     """Set up, snapshot, run and diff one case in the empty folder `tmp`."""
     tmp.mkdir(parents=True, exist_ok=True)
     env = {"INTERP_CACHE_DIR": str(tmp / "cache"), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-           **case.env}
+           **(case.env(tmp) if callable(case.env) else case.env)}
     if case.setup is not None:
         with _in(tmp, env):
             case.setup(tmp)
@@ -167,7 +167,8 @@ def problems(case: Case, outcome: Outcome) -> list[str]:
         found.append(f"exit status {outcome.rc}, expected {case.rc}")
     if "Traceback (most recent call last)" in outcome.stderr:
         found.append("a traceback on stderr")
-    lines = [ln for ln in outcome.stderr.splitlines() if re.search(case.message, ln)]
+    said = outcome.stderr if case.rc != 0 else f"{outcome.stderr}\n{outcome.stdout}"   # a success may say it on stdout
+    lines = [ln for ln in said.splitlines() if re.search(case.message, ln)]
     if not lines:
         found.append(f"no stderr line matches {case.message!r}")
     elif case.rc == 2 and not any(ln.startswith("interp") or ln.startswith("usage:") for ln in lines):

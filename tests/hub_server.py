@@ -17,6 +17,11 @@ Served (what huggingface_hub 2.4 / transformers 5.24 / datasets 5.2 call):
   HEAD|GET /{repo}/resolve/{rev}/{file}, /datasets/{repo}/resolve/{rev}/{file}   (GET honours Range -> 206)
 {rev} is a revision name or its commit sha. Errors carry X-Error-Code as the real hub's do: 404 RepoNotFound,
 RevisionNotFound or EntryNotFound; fail(401) answers X-Error-Code: GatedRepo.
+
+A careless or hostile hub, for the tests that nothing from a server is trusted: add_ref() lists a raw branch entry
+(any name, any commit) beside the served ones; after(match, callback) runs callback once a matching request was
+answered (a branch that moves between a plan and its download); StalledServer accepts connections and never answers,
+or trickles an answer a byte at a time.
 """
 
 from __future__ import annotations
@@ -83,9 +88,11 @@ class _Repo:
     def __init__(self, kind: str, repo_id: str):
         self.kind, self.repo_id = kind, repo_id
         self.revisions: dict[str, _Revision] = {}  # name -> commit ("main" may share its commit with another name)
+        self.raw_refs: list[dict[str, str]] = []   # add_ref: listed as branches, served nothing
+        self.history: dict[str, _Revision] = {}    # every commit ever served: a moved branch's old commit stays
 
     def commit(self, rev: str) -> _Revision | None:
-        return self.revisions.get(rev) or next((r for r in self.revisions.values() if r.sha == rev), None)
+        return self.revisions.get(rev) or self.history.get(rev)
 
 
 class HubError(Exception):
@@ -108,6 +115,7 @@ class LoopbackHub:
         self.requests: list[tuple[str, str]] = []  # (method, path without query string)
         self.ranges: list[tuple[str, str]] = []    # (path, Range header) of every ranged GET
         self._failures: list[list[Any]] = []       # [status, match, times left or None]
+        self._after: list[list[Any]] = []          # [match, callback, times left]
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -176,10 +184,29 @@ class LoopbackHub:
             dest = self.root / f"{kind}s" / repo_id / sha
             if not dest.exists():
                 shutil.copytree(src, dest)
-            repo.revisions[name] = _Revision(sha, dest)
+            repo.revisions[name] = repo.history[sha] = _Revision(sha, dest)
         if "main" not in repo.revisions:
             repo.revisions["main"] = repo.revisions[list(revisions)[-1]]
         return {name: rev.sha for name, rev in repo.revisions.items()}
+
+    def add_ref(self, repo_id: str, name: str, commit: str, kind: str = "model") -> None:
+        """List one more branch of an existing repo, raw: any name (a path, say) pointing at any commit string."""
+        self.repos[(kind, repo_id)].raw_refs.append({"name": name, "ref": f"refs/heads/{name}", "targetCommit": commit})
+
+    def after(self, match: str, callback: Any, times: int = 1) -> None:
+        """Call callback() once each of the next `times` requests whose path contains `match` has been answered."""
+        with self._lock:
+            self._after.append([match, callback, times])
+
+    def _answered(self, path: str) -> None:
+        with self._lock:
+            due = [rule for rule in self._after if rule[0] in path]
+            for rule in due:
+                rule[2] -= 1
+                if rule[2] <= 0:
+                    self._after.remove(rule)
+        for rule in due:
+            rule[1]()
 
     # ------------------------------------------------------------------ failures and environment
     def fail(self, status: int | str, match: str, times: int | None = None) -> None:
@@ -239,7 +266,7 @@ class LoopbackHub:
             repo, rest = self._repo(segs[1][:-1], segs[2:], lambda r: r[:1] in routes)
             if rest[:1] == ["refs"]:
                 branches = [{"name": n, "ref": f"refs/heads/{n}", "targetCommit": r.sha}
-                            for n, r in repo.revisions.items()]
+                            for n, r in repo.revisions.items()] + repo.raw_refs
                 return 200, {}, _json({"branches": branches, "tags": [], "converts": []}), False
             rev = self._commit(repo, rest[1] if len(rest) > 1 else "main")
             headers = {"X-Repo-Commit": rev.sha}
@@ -368,6 +395,69 @@ class _Handler(BaseHTTPRequestHandler):
             self.connection.shutdown(socket.SHUT_RDWR)
             return
         self.wfile.write(data[start:end])
+        self.wfile.flush()
+        hub._answered(unquote(split.path))
+
+
+class StalledServer:
+    """A TCP server on 127.0.0.1 that accepts every connection and then stalls it: mode "silent" reads the request
+    and never answers; mode "trickle" answers `HTTP/1.1 200` with a long JSON body and sends it one byte every
+    `every` seconds (no read timeout ever fires). Each connection is held until the client hangs up or stop()."""
+
+    def __init__(self, mode: str = "silent", every: float = 0.5):
+        if mode not in ("silent", "trickle"):
+            raise ValueError(f"StalledServer: mode must be 'silent' or 'trickle', not {mode!r}")
+        self.mode, self.every = mode, every
+        self.accepted = 0
+        self._stop = threading.Event()
+        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._sock.bind(("127.0.0.1", 0))
+        self._sock.listen(16)
+        self._sock.settimeout(0.2)
+        self.port = self._sock.getsockname()[1]
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def _serve(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self._sock.accept()
+            except OSError:
+                continue
+            self.accepted += 1
+            threading.Thread(target=self._stall, args=(conn,), daemon=True).start()
+
+    def _stall(self, conn: socket.socket) -> None:
+        body = b'{"padding": "' + b"x" * 100_000 + b'"}'
+        head = (b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
+                + str(len(body)).encode() + b"\r\n\r\n")
+        try:
+            conn.settimeout(0.2)
+            if self.mode == "trickle":
+                conn.sendall(head)
+            sent = 0
+            while not self._stop.wait(self.every):
+                if self.mode == "trickle" and sent < len(body):
+                    conn.sendall(body[sent:sent + 1])
+                    sent += 1
+                else:
+                    try:
+                        if conn.recv(4096) == b"":   # the client hung up
+                            return
+                    except TimeoutError:
+                        pass
+        except OSError:
+            return
+        finally:
+            conn.close()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._sock.close()
 
 
 # ---------------------------------------------------------------------------------------- in-process clients

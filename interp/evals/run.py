@@ -21,6 +21,7 @@ torchrun ranks and Slurm array tasks each take every N-th model; each task holds
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import hashlib
 import importlib.metadata
@@ -65,7 +66,7 @@ class EvalTarget:
     step: float = math.nan
     label: str = ""       # our checkpoints' config.json label ("uniform", "cosine 1.5->0.5")
     batch_target: Target | None = None   # interp.jobs.targets.Target of a path (hashes its weights)
-    commit: str = ""      # a hub model's: the commit its revision resolved to
+    commit: str = ""      # a hub model's: the commit its revision resolved to (its download is pinned to it)
 
     def model_key(self) -> str:
         """What identifies the model: its weights' sha256 (cached) and, beside them, what defines it (our
@@ -453,6 +454,8 @@ def load_lm(target: EvalTarget, batch_size: int, device: str = "cpu", model_dtyp
     from interp.hf.resolve import resolve_model
 
     ref = resolve_model(target.spec)
+    if ref.kind == "hub":   # the commit the plan resolved, not what the branch names now
+        ref = dataclasses.replace(ref, commit=target.commit)
     if ref.kind == "checkpoint":
         tokenizer = ref.load_tokenizer()
         lm = InterpLM(model=ref.load_placed(device, model_dtype, device_map), tokenizer=tokenizer,

@@ -20,6 +20,12 @@ Names: TransformerLens's official names and aliases ("gpt2-small", "pythia-70m")
 TransformerLens's own table (official_name); a revision is "MODEL@REV" or revision= / --revision.
 Checkpoint series: revisions() expands "a,b,c", a range "step0..step143000:1000" or "all" (the repo's branches and
 tags), and step_of() reads the step (and tokens) a revision's name carries, by one table of naming schemes.
+
+Nothing from a server is trusted: a revision or branch name (asked or listed), a commit id and a repo id are checked
+against the hub's grammar (git's ref-name rules; 40 hex digits; org/name) before any path or cache key is built
+from them, and a download is pinned to the commit that was resolved (snapshot(commit=...)): a branch that moves
+between a plan and its download cannot put one commit's weights under another's name. Every request has a deadline
+and every network failure falls back to the cache through one helper (interp._util.net).
 """
 
 from __future__ import annotations
@@ -31,12 +37,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from interp._util.errors import InputError, one_line
+from interp._util.io import write_text_atomic
+from interp._util.net import bounded, hub_host, online_or_cached
 from interp._util.offline import is_offline, set_offline  # noqa: F401 (set_offline re-exported)
 
 # files that define a model beside its weights (top level only: a repo's subfolders hold other variants)
 DEFINING_PATTERNS = ("*.json", "*.txt", "*.model", "*.tiktoken", "*.py", "*.jinja", "*.tokenizer")
 WEIGHT_FORMATS = (("*.safetensors",), ("*.bin",))   # in order of preference: the first one the revision has
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
+_REPO_ID = re.compile(r"^(?:[A-Za-z0-9][A-Za-z0-9_.-]{0,95}/)?[A-Za-z0-9][A-Za-z0-9_.-]{0,95}$")
+_REF_FORBIDDEN = re.compile(r"[\x00-\x20\x7f~^:?*\[\\]")   # git check-ref-format: controls, space, ~ ^ : ? * [ \\
+MAX_REVISION_CHARS = 255
+MAX_REVISIONS = 100_000   # names one --revisions spec may expand to (Pythia's whole series is 154)
 
 
 @dataclass(frozen=True)
@@ -81,11 +93,49 @@ def official_name(name: str) -> str | None:
         return None
 
 
+def is_revision_name(name: object) -> bool:
+    """Whether `name` is a name the hub can give a branch, tag or commit (git's check-ref-format rules): never
+    empty, absolute, "..", a component starting with "." or ending ".lock", a control character, space or one of
+    ~ ^ : ? * [ \\, "@{" or "//"; at most MAX_REVISION_CHARS. Such a name is safe as a path below refs/."""
+    if not isinstance(name, str) or not name or len(name) > MAX_REVISION_CHARS or name == "@":
+        return False
+    if _REF_FORBIDDEN.search(name) or ".." in name or "@{" in name or "//" in name or name.endswith((".", "/")):
+        return False
+    return all(part and not part.startswith(".") and not part.endswith(".lock") for part in name.split("/"))
+
+
+def is_commit(value: object) -> bool:
+    """A full commit id: 40 lowercase hex digits."""
+    return isinstance(value, str) and _COMMIT.match(value) is not None
+
+
+def check_revision(name: str, field: str = "--revision") -> str:
+    """`name` when it is a revision name (is_revision_name), else an InputError naming `field`."""
+    if not is_revision_name(name):
+        raise InputError(f"{name[:80]!r} is not a revision name (a branch, tag or commit: no '..', no leading '/' "
+                         "or '.', no spaces or ~^:?*[\\)", field=field, fix="e.g. main, step1000 or a commit sha")
+    return name
+
+
+def check_repo_id(repo_id: str) -> str:
+    """`repo_id` when it is a hub repo id (org/name, or a legacy one-part name), else an InputError."""
+    if not _REPO_ID.match(repo_id) or ".." in repo_id or repo_id.endswith((".git", ".")):
+        raise InputError(f"{repo_id[:80]!r} is not a hub repo id", field="model", fix="write ORG/NAME, e.g. "
+                         "EleutherAI/pythia-70m")
+    return repo_id
+
+
+def _repo_cache(repo_id: str) -> Path:
+    return cache_root() / f"models--{check_repo_id(repo_id).replace('/', '--')}"
+
+
 def _commit_of(repo_id: str, revision: str) -> str | None:
     """The commit a revision resolved to when last downloaded (the cache's refs/ file), or None."""
     if _COMMIT.match(revision):
         return revision
-    ref = cache_root() / f"models--{repo_id.replace('/', '--')}" / "refs" / revision
+    if not is_revision_name(revision):
+        return None
+    ref = _repo_cache(repo_id) / "refs" / revision
     try:
         return ref.read_text().strip() or None
     except OSError:
@@ -94,8 +144,9 @@ def _commit_of(repo_id: str, revision: str) -> str | None:
 
 def cached_revisions(repo_id: str) -> list[str]:
     """The revision names the local cache has refs for (what `all` means offline)."""
-    refs = cache_root() / f"models--{repo_id.replace('/', '--')}" / "refs"
-    return sorted(p.relative_to(refs).as_posix() for p in refs.rglob("*") if p.is_file()) if refs.is_dir() else []
+    refs = _repo_cache(repo_id) / "refs"
+    found = (p.relative_to(refs).as_posix() for p in refs.rglob("*") if p.is_file()) if refs.is_dir() else ()
+    return sorted(name for name in found if is_revision_name(name))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -146,50 +197,90 @@ def _patterns(files: list[str]) -> list[str]:
 
 
 def _cached(repo_id: str, revision: str) -> Snapshot | None:
-    """The cached snapshot of a revision, or None (nothing is asked of the network)."""
+    """The cached snapshot of a revision (a name or a commit), or None (nothing is asked of the network)."""
     from huggingface_hub import snapshot_download
     from huggingface_hub.errors import LocalEntryNotFoundError
 
+    if not is_revision_name(revision):
+        return None
     try:
-        path = Path(snapshot_download(repo_id, revision=revision, local_files_only=True))
+        path = Path(snapshot_download(check_repo_id(repo_id), revision=revision, local_files_only=True))
     except (LocalEntryNotFoundError, OSError, ValueError):
         return None
     return Snapshot(repo_id, revision, path.name, path)
 
 
-def snapshot(repo_id: str, revision: str | None = None) -> Snapshot:
-    """The revision's files on the local disk, downloaded where missing (module doc); InputError otherwise."""
-    from huggingface_hub import HfApi, snapshot_download
-    from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError, OfflineModeIsEnabled
+def _write_ref(repo_id: str, revision: str, commit: str) -> None:
+    """Record in the cache that `revision` resolved to `commit` (refs/<revision>, as huggingface_hub does for a
+    download by name), so an offline or unreachable rerun finds the revision by its name. Both were checked."""
+    if revision == commit:
+        return
+    ref = _repo_cache(repo_id) / "refs" / check_revision(revision)
+    try:
+        if ref.is_file() and ref.read_text().strip() == commit:
+            return
+        ref.parent.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(ref, commit)
+    except OSError as err:  # the snapshot is there; only the offline lookup by name is lost
+        print(f"[hub] {repo_id}@{revision}: could not record its commit in the cache ({one_line(err)})",
+              file=sys.stderr)
 
-    revision = revision or "main"
+
+def is_hub_answer(err: BaseException) -> bool:
+    """An HTTP error status (404, 401, 500 ...): the hub answered; never a reason to use the cache."""
+    from huggingface_hub.errors import HfHubHTTPError
+
+    return isinstance(err, HfHubHTTPError)
+
+
+def snapshot(repo_id: str, revision: str | None = None, commit: str | None = None) -> Snapshot:
+    """The revision's files on the local disk, downloaded where missing (module doc); InputError otherwise.
+
+    The download is pinned to one commit: `commit` when the caller resolved the revision earlier (a batch plan),
+    else the one the hub names for `revision` now; a hub that then answers another commit is refused."""
+    from huggingface_hub import HfApi, snapshot_download
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    check_repo_id(repo_id)
+    revision = check_revision(revision or "main")
+    if commit is not None and not is_commit(commit):
+        raise InputError(f"{commit[:80]!r} is not a commit id (40 hex digits)", field="commit",
+                         fix="pass the sha a revision resolved to, or none")
+    asked = f"{repo_id}@{revision}"
+
+    def cached() -> Snapshot | None:
+        found = _cached(repo_id, commit or revision)
+        if found is None or not _complete(found.path):
+            return None
+        return Snapshot(repo_id, revision, found.commit, found.path)
+
     if is_offline():
-        found = _cached(repo_id, revision)
+        found = cached()
         if found is None:
             raise hub_error(repo_id, revision, LocalEntryNotFoundError("not cached"))
         return found
+
+    def ask() -> Snapshot:
+        info = bounded(lambda: HfApi().model_info(repo_id, revision=commit or revision), f"the model info of {asked}")
+        sha = info.sha
+        if not is_commit(sha) or (commit is not None and sha != commit):
+            raise InputError(f"the hub answered commit {str(sha)[:80]!r} for {asked}"
+                             + (f", not the {commit[:12]} it resolved to" if commit else ", not a commit id"),
+                             fix="check HF_ENDPOINT: a hub must answer 40-hex commit ids that stay put")
+        files = [s.rfilename for s in info.siblings or [] if isinstance(s.rfilename, str)]
+        path = Path(snapshot_download(repo_id, revision=sha, allow_patterns=_patterns(files)))
+        _write_ref(repo_id, revision, sha)
+        return Snapshot(repo_id, revision, sha, path)
+
     try:
-        info = HfApi().model_info(repo_id, revision=revision)
-        files = [s.rfilename for s in info.siblings or []]
-        path = Path(snapshot_download(repo_id, revision=revision, allow_patterns=_patterns(files)))
-    except (HfHubHTTPError, OfflineModeIsEnabled) as err:
-        raise hub_error(repo_id, revision, err) from None
-    except Exception as err:  # the network (httpx's transport errors, OSErrors), or a download cut short
-        if not (isinstance(err, OSError | LocalEntryNotFoundError) or _network_error(err)):
-            raise
-        found = _cached(repo_id, revision)
-        if found is None or not _complete(found.path):
+        return online_or_cached(ask, cached, asked, lambda err: hub_error(repo_id, revision, err), is_hub_answer,
+                                describe=lambda snap: f"commit {snap.commit[:12]}")
+    except InputError:
+        raise
+    except Exception as err:
+        if is_hub_answer(err) or isinstance(err, LocalEntryNotFoundError):
             raise hub_error(repo_id, revision, err) from None
-        print(f"[hub] {repo_id}@{revision}: the hub is unreachable ({type(err).__name__}); using the cached commit "
-              f"{found.commit[:12]}", file=sys.stderr)
-        return found
-    return Snapshot(repo_id, revision, info.sha or path.name, path)
-
-
-def _network_error(err: BaseException) -> bool:
-    """An exception of the HTTP stack (httpx / httpcore and their forks, requests, urllib3): the network failed."""
-    return any(c.__module__.split(".")[0].rstrip("0123456789") in ("httpx", "httpcore", "requests", "urllib3")
-               for c in type(err).__mro__)
+        raise
 
 
 def _complete(path: Path) -> bool:
@@ -211,7 +302,7 @@ NAMING_SCHEMES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("interp", re.compile(r"^step_(?P<step>\d+)$")),
 )
 _UNITS = {"M": 1e6, "B": 1e9, "T": 1e12}
-_RANGE = re.compile(r"^(?P<prefix>[^.]*?)(?P<start>\d+)\.\.(?P=prefix)?(?P<stop>\d+)(?::(?P<every>\d+))?$")
+_RANGE = re.compile(r"^(?P<prefix>[^.]*?)(?P<start>\d{1,15})\.\.(?P=prefix)?(?P<stop>\d{1,15})(?::(?P<every>\d{0,15}))?$")
 
 
 def step_of(revision: str) -> tuple[float, float]:
@@ -225,26 +316,45 @@ def step_of(revision: str) -> tuple[float, float]:
     return float("nan"), float("nan")
 
 
-def parse_revisions(spec: str) -> list[str] | None:
-    """`--revisions` as names: "a,b,c" -> the list; "step0..step3000:1000" -> step0, step1000, step2000, step3000;
-    "all" -> None (every ref of the repo). InputError naming the flag for a malformed range."""
-    names: list[str] = []
-    for part in (p.strip() for p in spec.split(",")):
-        if not part:
+def parse_revisions(spec: str, field: str = "--revisions") -> list[str] | None:
+    """`--revisions` as names: "a,b,c" -> the list; "step0..step3000:1000" -> step0, step1000, step2000, step3000
+    (a start written with leading zeros keeps its width: step_000000..step_000128:64 -> step_000000, step_000064,
+    step_000128); "all" -> None (every ref of the repo). InputError naming the flag for a malformed range, a name
+    that is not a revision name (is_revision_name), or a spec of more than MAX_REVISIONS names (counted before
+    any is built)."""
+    parts = [p.strip() for p in spec.split(",") if p.strip()]
+    if "all" in parts:
+        return None
+    ranges: list[tuple[str, int, int, int, int]] = []   # (prefix, start, stop, every, width) or a plain name
+    total = 0
+    for part in parts:
+        if ".." not in part:
+            total += 1
             continue
-        if part == "all":
-            return None
+        match = _RANGE.match(part)
+        if not match or int(match["stop"]) < int(match["start"]) or int(match["every"] or 1) == 0 \
+                or match["every"] == "":
+            raise InputError(f"{part[:80]!r} is not a range", field=field,
+                             fix="write PREFIX<start>..PREFIX<stop>[:every], e.g. step0..step143000:1000")
+        start, stop, every = int(match["start"]), int(match["stop"]), int(match["every"] or 1)
+        width = len(match["start"]) if match["start"].startswith("0") and len(match["start"]) > 1 else 0
+        ranges.append((match["prefix"], start, stop, every, width))
+        total += (stop - start) // every + 1
+    if total > MAX_REVISIONS:
+        raise InputError(f"{spec[:80]!r} names {total:,} revisions, more than the {MAX_REVISIONS:,} one spec may",
+                         field=field, fix="use a coarser step (PREFIX0..PREFIXN:EVERY) or several runs")
+    names: list[str] = []
+    expand = iter(ranges)
+    for part in parts:
         if ".." in part:
-            match = _RANGE.match(part)
-            if not match or int(match["stop"]) < int(match["start"]) or match["every"] == "0":
-                raise InputError(f"{part!r} is not a range", field="--revisions",
-                                 fix="write PREFIX<start>..PREFIX<stop>[:every], e.g. step0..step143000:1000")
-            names += [f"{match['prefix']}{n}" for n in range(int(match["start"]), int(match["stop"]) + 1,
-                                                                   int(match["every"] or 1))]
+            prefix, start, stop, every, width = next(expand)
+            names += [f"{prefix}{str(n).zfill(width)}" for n in range(start, stop + 1, every)]
         else:
-            names.append(part)
+            names.append(check_revision(part, field))
     if not names:
-        raise InputError(f"{spec!r} names no revision", field="--revisions", fix="e.g. step0,step1000 or all")
+        raise InputError(f"{spec!r} names no revision", field=field, fix="e.g. step0,step1000 or all")
+    for name in names[:1] + names[-1:]:   # a range's names share its prefix: its ends tell
+        check_revision(name, field)
     return list(dict.fromkeys(names))
 
 
@@ -253,30 +363,62 @@ def _order(name: str) -> tuple[int, float, str]:
     return (0, step, name) if step == step else (1, 0.0, name)
 
 
-def revisions(repo_id: str, spec: str) -> dict[str, str]:
-    """{revision name: commit sha} for a `--revisions` spec (parse_revisions), in step order for "all".
+def _listed_refs(repo_id: str) -> dict[str, str]:
+    """{name: commit} of the repo's branches and tags, one request within the deadline. Listed names and commits
+    are input: one that is not a revision name / a commit id is left out, said on stderr; a listing that is not
+    one at all is an InputError naming the host."""
+    from huggingface_hub import HfApi
+
+    listed = bounded(lambda: HfApi().list_repo_refs(repo_id), f"the refs of {repo_id}")
+    try:
+        pairs = [(r.name, r.target_commit) for r in [*listed.branches, *listed.tags]]
+    except (TypeError, AttributeError) as err:
+        raise InputError(f"the hub at {hub_host()} answered a malformed refs listing for {repo_id} "
+                         f"({one_line(err)[:120]})", fix="check HF_ENDPOINT") from None
+    refs = {name: commit for name, commit in pairs if is_revision_name(name) and is_commit(commit)}
+    ignored = [name for name, commit in pairs if name not in refs]
+    if ignored:
+        print(f"[hub] {repo_id}: ignored {len(ignored)} ref(s) the hub listed that are not revision names with "
+              f"commit ids: {', '.join(repr(str(n)[:60]) for n in ignored[:3])}", file=sys.stderr)
+    return refs
+
+
+def revisions(repo_id: str, spec: str, field: str = "--revisions") -> dict[str, str]:
+    """{revision name: commit sha} for a revisions spec (parse_revisions), in step order for "all".
 
     One request lists every branch and tag (list_repo_refs); a name that is not a ref (a commit sha) maps to
-    itself. Offline, the refs the cache holds stand in, and a name it lacks is an InputError naming it."""
-    from huggingface_hub import HfApi
-    from huggingface_hub.errors import HfHubHTTPError
+    itself. Offline, or with the hub unreachable or stalled (said on stderr), the refs the cache holds stand in;
+    a name it lacks is an InputError naming it and `field` (the flag the user gave)."""
+    names = parse_revisions(spec, field)
+    check_repo_id(repo_id)
 
-    names = parse_revisions(spec)
-    refs: dict[str, str] = {}
+    def from_cache() -> dict[str, str]:
+        return {name: commit for name in cached_revisions(repo_id)
+                if is_commit(commit := _commit_of(repo_id, name) or "")}
+
+    def cached() -> dict[str, str] | None:   # only when the cache answers all that was asked
+        refs = from_cache()
+        wanted = names if names is not None else []
+        return refs if refs and all(n in refs or is_commit(n) for n in wanted) else None
+
     if is_offline():
-        refs = {name: commit for name in cached_revisions(repo_id) if (commit := _commit_of(repo_id, name))}
+        refs = from_cache()
     else:
         try:
-            listed = HfApi().list_repo_refs(repo_id)
-        except (HfHubHTTPError, OSError) as err:
-            raise hub_error(repo_id, None, err) from None
-        refs = {r.name: r.target_commit for r in [*listed.branches, *listed.tags]}
+            refs = online_or_cached(lambda: _listed_refs(repo_id), cached, f"the refs of {repo_id}",
+                                    lambda err: hub_error(repo_id, None, err), is_hub_answer)
+        except InputError:
+            raise
+        except Exception as err:
+            if is_hub_answer(err):
+                raise hub_error(repo_id, None, err) from None
+            raise
     if names is None:
         return {name: refs[name] for name in sorted(refs, key=_order)}
-    missing = [n for n in names if n not in refs and not _COMMIT.match(n)]
+    missing = [n for n in names if n not in refs and not is_commit(n)]
     if missing:
         where = f"the local cache ({cache_root()}), offline" if is_offline() else "the hub"
         raise InputError(f"hub model {repo_id!r} has no revision {', '.join(missing[:5])}"
-                         f"{' ...' if len(missing) > 5 else ''} in {where}", field="--revisions",
+                         f"{' ...' if len(missing) > 5 else ''} in {where}", field=field,
                          fix=f"it has {len(refs)}: {', '.join(sorted(refs, key=_order)[:8])}{' ...' if len(refs) > 8 else ''}")
     return {n: refs.get(n, n) for n in names}

@@ -63,7 +63,7 @@ class ModelRef:
     trust_remote_code: bool = False   # passed to every from_pretrained call (never None: no prompt)
     hub_id: str = ""      # kind "hub": the repo id (a TransformerLens alias resolved)
     revision: str | None = None   # kind "hub": the revision asked for (None: main)
-    commit: str = ""      # kind "hub", once fetched: the commit sha the revision resolved to
+    commit: str = ""      # kind "hub": the commit sha the revision resolved to (set before fetching: pinned to it)
 
     @property
     def label(self) -> str:
@@ -81,12 +81,13 @@ class ModelRef:
 
     def fetched(self) -> ModelRef:
         """This ref with its files on the local disk: a hub model's snapshot (downloaded where missing; path and
-        commit set, its remote code refused unless trusted); every other kind as it is."""
+        commit set, its remote code refused unless trusted); every other kind as it is. A commit set beforehand
+        (a batch or eval plan resolved the revision) pins the download to it: the branch may have moved since."""
         if self.kind != "hub" or self.path is not None:
             return self
         from interp.hf import hub
 
-        snap = hub.snapshot(self.hub_id, self.revision)
+        snap = hub.snapshot(self.hub_id, self.revision, commit=self.commit or None)
         if not self.trust_remote_code:
             refuse_remote_code(snap.path)
         return dataclasses.replace(self, path=snap.path, commit=snap.commit, revision=snap.revision)

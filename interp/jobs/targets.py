@@ -322,7 +322,8 @@ def hub_targets(spec: str, revision: str | None = None, revisions: str | None = 
     if revisions and ref.revision:
         raise InputError(f"{spec} names one revision and --revisions {revisions!r} many; give one of the two",
                          field="--revisions")
-    commits = hub.revisions(ref.hub_id, revisions or ref.revision or "main")
+    field = "--revisions" if revisions else "--revision"   # the flag the user gave (MODEL@REV: --revision's twin)
+    commits = hub.revisions(ref.hub_id, revisions or ref.revision or "main", field=field)
     found = []
     for name, commit in commits.items():
         step, tokens = hub.step_of(name)

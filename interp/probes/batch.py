@@ -45,11 +45,13 @@ from typing import TYPE_CHECKING, Any
 from interp._util.config import reject_unknown_keys
 from interp._util.dist import Distributed, check_env, env_rank, env_world_size
 from interp._util.errors import InputError, one_line
-from interp._util.io import claim_parts, exclusive_lock, text_sha256
+from interp._util.io import claim_parts, text_sha256
 from interp._util.io import check_output as check_output_path
+from interp.hf.resolve import resolve_model
 from interp.jobs.executors import ExecutorConfig, JobsResult, execute
 from interp.jobs.keys import HUB_KEY, definition_sha256, part_key, settings_hash, tokenizer_sha256, weights_sha256
-from interp.jobs.parts import failed_part, merge_table, part_files, parts_dir, read_part, task_lock, write_part
+from interp.jobs.parts import (failed_part, lock_task, merge_table, part_files, parts_dir, read_part, sort_rows,
+                               write_part)
 from interp.jobs.runner import Outcome
 from interp.jobs.targets import Target, expand_paths, parse_checkpoints, select_checkpoints
 from interp.probes.config import ProbeConfig
@@ -241,9 +243,7 @@ def _order(df: pd.DataFrame) -> pd.DataFrame:
     """BATCH_COLUMNS first, rows in (run, step, path, metric, layer) order: a table that does not depend
     on which task or which invocation wrote which part."""
     first = [c for c in BATCH_COLUMNS if c in df.columns]
-    df = df[first + [c for c in df.columns if c not in first]]
-    by = [c for c in SORT_COLUMNS if c in df.columns]
-    return df.sort_values(by, na_position="last", kind="stable").reset_index(drop=True) if by else df
+    return sort_rows(df[first + [c for c in df.columns if c not in first]], SORT_COLUMNS)
 
 
 def check_outputs(out: str | Path, csv: bool = False) -> None:
@@ -286,7 +286,7 @@ def merge_only(out: str | Path, csv: bool = False) -> pd.DataFrame:
     if not part_files(out):
         return merge_parts(out, csv)  # FileNotFoundError with the fix; nothing created
     claim_parts(parts_dir(out), BatchRunner.kind, out, mark=False)   # merging writes no part: no marker either
-    with exclusive_lock(task_lock(out, 0), f"batch output {out}"):
+    with lock_task(out, 0, f"batch output {out}"):
         return merge_parts(out, csv)
 
 
@@ -449,8 +449,11 @@ class BatchRunner:
             options["extra_rows"] = self.extra_rows
         if self.cfg.trust_remote_code:
             options["trust_remote_code"] = True
-        if target.kind == "hub":   # fetched (downloaded where missing) at its revision; weights hashed once there
-            df = probe_run.probe(target.hub_id, config=self.cfg.probe, revision=target.revision, **options)
+        if target.kind == "hub":   # fetched at the commit the plan resolved (the branch may have moved since)
+            ref = dataclasses.replace(resolve_model(target.hub_id, trust_remote_code=self.cfg.trust_remote_code,
+                                                    revision=target.revision), commit=target.commit)
+            options.pop("trust_remote_code", None)
+            df = probe_run.probe(ref, config=self.cfg.probe, **options)
             weights = str(df["weights_sha256"].iloc[0])
         else:
             df = probe_run.probe(str(target.path), config=self.cfg.probe, **options)

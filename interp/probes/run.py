@@ -158,7 +158,8 @@ def probe(model: Any = "smollm2-135m", text: str | Path | None = None, *, config
         probe("runs/cosine", config=ProbeConfig(tokens=2048, seq_len=256, reference="normed"))
 
     model: a registry name / HF dir / .gguf / hub id, one of our checkpoint directories (tokenized with
-        the checkpoint's own tokenizer) -- all through interp.hf.resolve_model -- or an already-loaded
+        the checkpoint's own tokenizer) -- all through interp.hf.resolve_model --, a ModelRef it returned (a hub
+        ref whose commit is set downloads that commit: interp batch pins what it planned), or an already-loaded
         object (LoadedModel, HF model, TaperedLM, TransformerBridge) with tokenizer=.
     text and **options: the fields of ProbeConfig (defaults there: tokens=16384, seq_len=512,
         batch_size=4, backend="torch", positions="skip_first", prepend_bos=False, dtype="float32",
@@ -212,14 +213,15 @@ def probe(model: Any = "smollm2-135m", text: str | Path | None = None, *, config
     checkpoint, ref = "", None
     start = time.perf_counter()
     seq_len_given = cfg.seq_len is not None
-    if isinstance(model, str | Path):
-        ref = hf.resolve_model(model, trust_remote_code=trust_remote_code, revision=revision).fetched()
+    if isinstance(model, str | Path | hf.ModelRef):
+        ref = (model if isinstance(model, hf.ModelRef)
+               else hf.resolve_model(model, trust_remote_code=trust_remote_code, revision=revision)).fetched()
         checkpoint = ref.checkpoint
         cfg = cfg.for_context(ref.context_length())   # an unset seq_len fits the model, before any weights load
         tok = tokenizer if tokenizer is not None else ref.load_tokenizer()
         ids = check_ids(tok)
         model_obj = ref.load_placed(device, cfg.model_dtype, cfg.device_map)
-        label = ref.label if ref.kind in ("checkpoint", "hub") else str(model)
+        label = ref.label if ref.kind in ("checkpoint", "hub") else ref.spec
         context = hf.context_length(model_obj)   # a .gguf or registry model tells its context only once loaded
         if not seq_len_given and context and cfg.seq_len > context:
             cfg = dataclasses.replace(cfg, seq_len=None).for_context(context)
