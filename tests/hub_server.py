@@ -399,6 +399,20 @@ class _Handler(BaseHTTPRequestHandler):
         hub._answered(unquote(split.path))
 
 
+@functools.lru_cache(maxsize=1)
+def shared_hub() -> LoopbackHub:
+    """One loopback hub per process, started on first use, stopped (and its files removed) at exit: the bad-input
+    cases (registered at import, run in any order, in any worker) share it, each with repos of its own."""
+    import atexit
+    import tempfile
+
+    root = Path(tempfile.mkdtemp(prefix="interp-loopback-hub-"))
+    hub = LoopbackHub(root / "served").start()
+    atexit.register(shutil.rmtree, root, True)
+    atexit.register(hub.stop)
+    return hub
+
+
 class StalledServer:
     """A TCP server on 127.0.0.1 that accepts every connection and then stalls it: mode "silent" reads the request
     and never answers; mode "trickle" answers `HTTP/1.1 200` with a long JSON body and sends it one byte every

@@ -23,7 +23,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from interp._util.devices import parse_device_map
+from interp._util.devices import resolve_device_map
 from interp._util.dtypes import MODEL_DTYPES, torch_dtype
 from interp._util.errors import InputError, one_line
 from interp._util.gguf_file import check_gguf
@@ -36,6 +36,7 @@ from interp.hf.export import register_tapered_llama
 from interp.hf.cache import _cache_path, _drop_quantization_state, _save_cache, _valid_cache
 from interp.hf.registry import DEFAULT_MODEL
 from interp.hf.resolve import EXPORT_MODEL_TYPES, GGUF_SUFFIX, ModelRef, ModelResolutionError, resolve_model
+from interp.model.weights import check_layer_count
 
 # attn_implementation values that need nothing beyond torch; any other (flash_attention_2, flex_attention, a kernels
 # hub id) may be refused by transformers for a missing package or an architecture without it (_attn_error)
@@ -119,26 +120,55 @@ def _register_if_ours(where: str) -> None:
         register_tapered_llama()
 
 
-def _check_config(where: str, trust_remote_code: bool) -> None:
+def _check_config(where: str, trust_remote_code: bool) -> Any:
     """Parse a local HF directory's config.json the way transformers will, so a field of the wrong type is
-    one error naming the file (transformers raises huggingface_hub's StrictDataclassError, not a ValueError)."""
+    one error naming the file (transformers raises huggingface_hub's StrictDataclassError, not a ValueError);
+    returns the parsed config (PretrainedConfig)."""
     from huggingface_hub.errors import StrictDataclassError
     from transformers import AutoConfig
 
     _register_if_ours(where)
     try:
-        AutoConfig.from_pretrained(where, trust_remote_code=trust_remote_code, local_files_only=True)
+        return AutoConfig.from_pretrained(where, trust_remote_code=trust_remote_code, local_files_only=True)
     except (StrictDataclassError, TypeError, KeyError) as err:
         raise InputError(f"not a valid model config ({one_line(err)}); fix the field or re-save the model",
                          path=Path(where) / CONFIG_FILE) from err
 
 
-def _check_weight_headers(where: str) -> None:
+def _check_weight_headers(where: str, config: Any = None) -> None:
     """Every *.safetensors file of a folder checked against the format before transformers reads it (a header
     that lies about dtypes, shapes or offsets is one InputError naming the file and the tensor, not a Rust
-    panic or a model that loads other bytes)."""
+    panic or a model that loads other bytes); given the folder's parsed config, the layers it declares checked
+    against those the weights hold (_check_layer_count), before transformers builds and initialises them."""
+    names: list[str] = []
     for file in sorted(Path(where).glob("*.safetensors")):
-        safetensors_header(file, InputError)
+        names.extend(safetensors_header(file, InputError))
+    if config is not None and names:   # pickled weights (.bin) have no header to read the names from cheaply
+        _check_layer_count(where, config, names)
+
+
+# model_type -> the config field that counts the entries of its numbered layer list, where num_hidden_layers does not
+# (tests/hf/test_load_checks.py walks every causal LM transformers builds, so the table cannot go stale)
+LAYER_COUNT_FIELDS = {
+    "longcat_flash": "num_layers",            # num_hidden_layers is derived: 2 * num_layers (two sub-layers each)
+    "hrm_text": "num_layers_per_stack",       # num_hidden_layers is rewritten to the steps of its recurrence
+}
+
+
+def _check_layer_count(where: str, config: Any, names: list[str]) -> None:
+    """InputError naming config.json and its layer field (n_layer for GPT-2, text_config.num_hidden_layers for a
+    model with a vision tower, ...) when it declares more decoder layers than any numbered module list of the weight
+    names reaches (interp.model.weights.check_layer_count)."""
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    name = LAYER_COUNT_FIELDS.get(getattr(text, "model_type", ""), "num_hidden_layers")
+    claimed = getattr(text, name, None)
+    if not isinstance(claimed, int) or isinstance(claimed, bool):
+        return
+    field = type(text).attribute_map.get(name, name)
+    nested = next((key for key in getattr(config, "sub_configs", None) or {} if getattr(config, key, None) is text),
+                  None)
+    check_layer_count(names, claimed, path=Path(where) / CONFIG_FILE, field=f"{nested}.{field}" if nested else field,
+                      fix=f"set {field} to the number of layers the weights hold, or re-save the model")
 
 
 def _from_pretrained(where: str, gguf_file: str | None, dtype: torch.dtype | str, attn_implementation: str,
@@ -148,6 +178,7 @@ def _from_pretrained(where: str, gguf_file: str | None, dtype: torch.dtype | str
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     _register_if_ours(where)  # `interp export` folders load with the installed classes, never their code copy
+    placement = placement_options(device_map, where, trust_remote_code)   # checked before the tokenizer and weights
     start = time.perf_counter()
     # local_files_only: nothing is downloaded, and a hub id missing from the cache fails at once (not after
     # huggingface_hub's ~50 s of retries when there is no network)
@@ -159,7 +190,7 @@ def _from_pretrained(where: str, gguf_file: str | None, dtype: torch.dtype | str
     # an architecture without an sdpa path (Gemma-2's soft-capped scores) falls back to eager, and says so
     attn_implementation = attention_for(where if gguf_file is None else None, attn_implementation, trust_remote_code)
     options = dict(dtype=dtype, attn_implementation=attn_implementation, trust_remote_code=trust_remote_code,
-                   local_files_only=True, **placement_options(device_map, where))
+                   local_files_only=True, **placement)
     try:
         if gguf_file is None:
             # a directory: weights that are missing or do not fit config.json would be initialised at random
@@ -268,18 +299,54 @@ def auto_tokenizer(folder: str, trust_remote_code: bool = False) -> Any:
 DeviceMap = str | dict[str, Any] | None
 
 
-def placement_options(device_map: DeviceMap, where: str) -> dict[str, Any]:
-    """from_pretrained's device_map (an accelerate strategy of DEVICE_MAPS, or {module: device | "cpu" | "disk"})
+def placement_options(device_map: DeviceMap, where: str, trust_remote_code: bool = False) -> dict[str, Any]:
+    """from_pretrained's device_map (an accelerate strategy of DEVICE_MAPS, or {module: device | "cpu" | "disk"},
+    its devices checked to exist here and its modules against the model's structure: check_device_map_modules)
     and, when some layers may go to disk, an offload folder of their own under cache_dir("offload")."""
-    device_map = parse_device_map(device_map)
+    device_map = resolve_device_map(device_map)
     if device_map is None:
         return {}
+    check_device_map_modules(device_map, where, trust_remote_code)
     import hashlib
 
     from interp._util.paths import cache_dir
 
     folder = cache_dir("offload") / hashlib.sha256(str(where).encode()).hexdigest()[:16]
     return {"device_map": device_map, "offload_folder": str(folder)}
+
+
+def check_device_map_modules(device_map: DeviceMap, where: str, trust_remote_code: bool = False) -> None:
+    """A {module: device} map's keys checked against the model of `where` built on the meta device from its
+    config.json (what from_pretrained itself builds before it reads a weight; no memory, no weights): a key that
+    names no module (transformers would ignore it and load the model on the CPU) or a weight no key places (accelerate
+    refuses it only after loading) is one InputError naming --device-map. A strategy (auto, ...) needs no check."""
+    if not isinstance(device_map, dict) or set(device_map) == {""}:
+        return
+    from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers.initialization import no_init_weights
+
+    config = AutoConfig.from_pretrained(where, trust_remote_code=trust_remote_code, local_files_only=True)
+    try:
+        with torch.device("meta"), no_init_weights():
+            model = AutoModelForCausalLM.from_config(config, trust_remote_code=trust_remote_code)
+    except Exception:  # noqa: BLE001 - a class that cannot be built on meta: from_pretrained places it unchecked
+        return
+    modules = dict(model.named_modules())
+    tops = ", ".join(name for name, _ in model.named_children())
+    unknown = [key for key in device_map if key and key not in modules]
+    if unknown:
+        raise InputError(f"{unknown[0]!r} names no module of {type(model).__name__}"
+                         + (f" (nor do {len(unknown) - 1} more keys)" if len(unknown) > 1 else ""), field="device_map",
+                         path=where, fix=f"key --device-map by its module names ({tops}, and their children such as "
+                                         "model.layers.0), or \"\" for the whole model")
+    if "" not in device_map:
+        unplaced = [name for name in model.state_dict()
+                    if not any(name == key or name.startswith(key + ".") for key in device_map)]
+        if unplaced:
+            raise InputError(f"places no module holding {unplaced[0]}"
+                             + (f" (nor {len(unplaced) - 1} more weights)" if len(unplaced) > 1 else ""),
+                             field="device_map", path=where,
+                             fix="add its module to --device-map, or a \"\" key for every module not named")
 
 
 def torch_load_dtype(name: str) -> torch.dtype | str:
@@ -298,6 +365,7 @@ def load_model(ref: ModelRef, dtype: torch.dtype | str = torch.float32, use_cach
     _pretrained_only(ref)
     if isinstance(dtype, str):
         dtype = torch_load_dtype(dtype)
+    device_map = resolve_device_map(device_map)   # a device that is not here fails before any file is read
     start = time.perf_counter()
     timings: dict[str, float] = {}
     from_cache = False
@@ -328,8 +396,7 @@ def load_model(ref: ModelRef, dtype: torch.dtype | str = torch.float32, use_cach
     else:  # a local HF directory, or a hub model's snapshot (downloaded where missing: interp.hf.hub)
         ref = ref.fetched()
         source = _hf_source(ref)
-        _check_config(source, ref.trust_remote_code)
-        _check_weight_headers(source)
+        _check_weight_headers(source, _check_config(source, ref.trust_remote_code))
         model, tokenizer = _from_pretrained(source, None, dtype, attn_implementation, timings, ref.trust_remote_code,
                                             device_map)
     model.eval()

@@ -1,5 +1,5 @@
 """The tapered decoder: its config, the two block styles, the model (TransformerLens HookPoints), analytic
-counts, token mixers.
+counts, token mixers, and the layers a weight file's names hold (checked against a config before building).
 
 Names are exported lazily (interp._util.lazy): importing the package imports no submodule."""
 
@@ -24,6 +24,8 @@ _EXPORTS = {
     'param_counts': 'counts',
     'flops_per_token': 'counts',
     'training_flops_per_token': 'counts',
+    'layer_stacks': 'weights',
+    'check_layer_count': 'weights',
 }
 
 __getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)

@@ -31,6 +31,7 @@ from interp._util.io import PathLike, atomic_write, read_json, safetensors_heade
 from interp._util.schema import Field, Schema, inside, list_of, non_negative, positive
 from interp._util.paths import CONFIG_FILE, TRAIN_STATE_FILE, WEIGHTS_FILE
 from interp.model import ModelConfig, TaperedLM
+from interp.model.weights import check_layer_count
 
 class CheckpointError(InputError):
     """A checkpoint directory that cannot be loaded; the message names the file, the field and the fix."""
@@ -109,11 +110,13 @@ CONFIG_SCHEMA = Schema(CONFIG_FILE, {
     "step": Field(int, required=False, check=non_negative),
     "tokens": Field(int, required=False, check=non_negative),
 }, fix=_CONFIG_FIX)
-# config.json `train` (TrainConfig.to_dict()): the fields rebuilding the tokenizer and comparing runs read
+# config.json `train` (TrainConfig.to_dict()): the fields rebuilding the tokenizer and comparing runs read.
+# `source` is never null: TrainConfig writes its corpus (a name or an absolute path), which a "bpe" tokenizer is
+# rebuilt from; a null one would reach every reader (probe, eval, export) as a path of None (issue #47 item 17).
 TRAIN_BLOCK = Schema(f"{CONFIG_FILE} train", {
     "tokenizer": Field(str, required=False, nullable=True),
     "vocab_size": Field(int, required=False, check=positive),
-    "source": Field(str, required=False, nullable=True),
+    "source": Field(str, required=False),
     "val_fraction": Field((int, float), required=False,
                           check=lambda v: (0 <= v < 1) or "a fraction in [0, 1)"),
     "n_ctx": Field(int, required=False, check=positive),
@@ -217,6 +220,10 @@ def validate_checkpoint(dir: PathLike) -> dict:
         raise FileNotFoundError(f"{weights}: missing; the checkpoint has {CONFIG_FILE} but no weights. "
                                 "Re-save it, or point at a directory that holds both files")
     header = safetensors_header(weights, CheckpointError)
+    # the layer count first, from the names alone: a config claiming 100,000 layers is not built, even on meta
+    check_layer_count(header, cfg.n_layers, path=dir / CONFIG_FILE, field="model.n_layers", stack="blocks",
+                      error=CheckpointError, fix="set it (and model.d_mlp) to the weights' layers, or restore "
+                                                 "config.json from a copy")
     expected, aliases = expected_shapes(cfg)
     unexpected = sorted(set(header) - set(expected))
     if unexpected:

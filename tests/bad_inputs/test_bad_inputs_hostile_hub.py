@@ -13,7 +13,6 @@ import atexit
 import functools
 import hashlib
 import shutil
-import tempfile
 from pathlib import Path
 
 import pandas as pd
@@ -21,7 +20,7 @@ import pytest
 
 from tests.bad_inputs.test_bad_inputs_models import PROBE, _text
 from tests.badinput import Case, cases_of, check_case
-from tests.hub_server import LoopbackHub, StalledServer, tiny_model_folder
+from tests.hub_server import StalledServer, shared_hub, tiny_model_folder
 
 ONLINE = {"HF_HUB_OFFLINE": "", "TRANSFORMERS_OFFLINE": "", "HF_DATASETS_OFFLINE": "", "HF_HUB_ETAG_TIMEOUT": "3",
           "HF_HUB_DOWNLOAD_TIMEOUT": "5", "HF_HUB_DISABLE_TELEMETRY": "1", "HF_HUB_DISABLE_XET": "1",
@@ -31,13 +30,7 @@ OUT = ("t.parquet", "t.parts", "t.parts/*", "hf", "hf/*", "cache", "cache/*", "e
 ROWS = ["--no-progress", "--out", "t.parquet"]
 
 
-@functools.lru_cache(maxsize=1)
-def _hub() -> LoopbackHub:
-    root = Path(tempfile.mkdtemp(prefix="interp-hostile-hub-"))
-    hub = LoopbackHub(root / "served").start()
-    atexit.register(shutil.rmtree, root, True)
-    atexit.register(hub.stop)
-    return hub
+_hub = shared_hub   # started on first use
 
 
 @functools.lru_cache(maxsize=None)
@@ -89,10 +82,10 @@ def _check_moving(tmp: Path, table: str) -> None:
         assert _weights_sha256(tmp / "served" / "a") != _weights_sha256(tmp / "served" / "b")
 
 
-Case("hub-hostile-branch-moves-batch", item="47.1", setup=lambda tmp: _moving(tmp, "org/moving-batch"),
+Case("hostile-hub-branch-moves-batch", item="47.1", setup=lambda tmp: _moving(tmp, "org/moving-batch"),
      env=_env(), subprocess=True, rc=0, argv=["batch", "org/moving-batch", *PROBE, *ROWS], message=r"1 analysed",
      may_change=OUT, check=lambda tmp: _check_moving(tmp, "t.parquet"))
-Case("hub-hostile-branch-moves-eval", item="47.1", setup=lambda tmp: _moving(tmp, "org/moving-eval"),
+Case("hostile-hub-branch-moves-eval", item="47.1", setup=lambda tmp: _moving(tmp, "org/moving-eval"),
      env=_env(), subprocess=True, rc=0, argv=["eval", "org/moving-eval", "--tasks", "wiki_heldout", "--limit", "2",
                                              "--out", "e.parquet"], message=r".",
      may_change=OUT, check=lambda tmp: _check_moving(tmp, "e.parquet"))
@@ -113,11 +106,11 @@ def _cached(tmp: Path) -> None:
 
 for _name, _endpoint, _state in (("unreachable", lambda: CLOSED, "unreachable"),
                                  ("stalled", lambda: _stalled("silent").url, "stalled")):
-    Case(f"hub-hostile-{_name}-batch-uses-the-cache", item="47.2" if _name == "unreachable" else "47.3",
+    Case(f"hostile-hub-{_name}-batch-uses-the-cache", item="47.2" if _name == "unreachable" else "47.3",
          setup=_cached, env=lambda tmp, e=_endpoint: _env(e())(tmp), subprocess=True, rc=0,
          argv=["batch", "org/cached", "--revisions", "step0", *PROBE, *ROWS],
          message=rf"\[hub\] the refs of org/cached: the hub is {_state} .*using the cached copy", may_change=OUT)
-    Case(f"hub-hostile-{_name}-eval-uses-the-cache", item="47.2" if _name == "unreachable" else "47.3",
+    Case(f"hostile-hub-{_name}-eval-uses-the-cache", item="47.2" if _name == "unreachable" else "47.3",
          setup=_cached, env=lambda tmp, e=_endpoint: _env(e())(tmp), subprocess=True, rc=0,
          argv=["eval", "org/cached@step0", "--tasks", "wiki_heldout", "--limit", "2", "--out", "e.parquet"],
          message=rf"the hub is {_state} .*using the cached commit", may_change=OUT)
@@ -126,21 +119,21 @@ for _name, _endpoint, _state in (("unreachable", lambda: CLOSED, "unreachable"),
 # ------------------------------------------------------------------ 3: a hub that never answers, nothing cached
 
 for _mode in ("silent", "trickle"):
-    Case(f"hub-hostile-{_mode}-hub-probe", item="47.3", setup=_text, subprocess=True,
+    Case(f"hostile-hub-{_mode}-hub-probe", item="47.3", setup=_text, subprocess=True,
          env=lambda tmp, m=_mode: _env(_stalled(m).url)(tmp), argv=["probe", "--model", "org/nothing", *PROBE,
                                                                     "--out", "t.parquet"],
          message=r"INTERP_HUB_TIMEOUT: the hub at 127\.0\.0\.1:\d+ did not answer the model info of org/nothing@main "
                  r"within 2 s", may_change=OUT)
-Case("hub-hostile-silent-hub-batch-revisions", item="47.3", setup=_text, subprocess=True,
+Case("hostile-hub-silent-hub-batch-revisions", item="47.3", setup=_text, subprocess=True,
      env=lambda tmp: _env(_stalled("silent").url)(tmp), argv=["batch", "org/nothing", "--revisions", "all", *PROBE,
                                                              *ROWS],
      message=r"INTERP_HUB_TIMEOUT: the hub at .* did not answer the refs of org/nothing within 2 s", may_change=OUT)
-Case("hub-hostile-trickle-hub-text", item="47.3", setup=_text, subprocess=True,
+Case("hostile-hub-trickle-hub-text", item="47.3", setup=_text, subprocess=True,
      env=lambda tmp: _env(_stalled("trickle").url)(tmp),
      argv=["probe", "--model", "org/nothing", "--text", "hf:org/texts", *PROBE[2:], "--out", "t.parquet"],
      message=r"INTERP_HUB_TIMEOUT: the hub at .* did not answer the dataset info of org/texts within 2 s",
      may_change=OUT)
-Case("hub-hostile-timeout-not-a-number", item="47.3", setup=_text, subprocess=True,
+Case("hostile-hub-timeout-not-a-number", item="47.3", setup=_text, subprocess=True,
      env=lambda tmp: {**_env(CLOSED)(tmp), "INTERP_HUB_TIMEOUT": "soon"},
      argv=["probe", "--model", "org/nothing", *PROBE, "--out", "t.parquet"],
      message=r"INTERP_HUB_TIMEOUT: 'soon' is not a number of seconds", may_change=OUT)
@@ -163,15 +156,15 @@ def _only_main(table: Path) -> None:
     assert set(pd.read_parquet(table)["revision"]) == {"main"}
 
 
-Case("hub-hostile-branch-name-is-a-path", item="47.4", setup=_evil, env=_env(), subprocess=True, rc=0,
+Case("hostile-hub-branch-name-is-a-path", item="47.4", setup=_evil, env=_env(), subprocess=True, rc=0,
      argv=["batch", "org/evil", "--revisions", "all", *PROBE, *ROWS],
      message=r"ignored 2 ref\(s\) the hub listed that are not revision names with commit ids: "
              r"'\.\./\.\./\.\./\.\./victim\.txt'", may_change=OUT,
      check=lambda tmp: _only_main(tmp / "t.parquet"))
-Case("hub-hostile-revision-is-a-path", item="47.4", setup=_text,
+Case("hostile-hub-revision-is-a-path", item="47.4", setup=_text,
      argv=["probe", "--model", "org/tiny", "--revision", "../../../../victim.txt", *PROBE, "--out", "t.parquet"],
      message=r"--revision: '\.\./\.\./\.\./\.\./victim\.txt' is not a revision name")
-Case("hub-hostile-revisions-list-a-path", item="47.4", setup=_text,
+Case("hostile-hub-revisions-list-a-path", item="47.4", setup=_text,
      argv=["batch", "org/tiny", "--revisions", "main,/etc/passwd", *PROBE, *ROWS],
      message=r"--revisions: '/etc/passwd' is not a revision name")
 
@@ -196,24 +189,24 @@ def _both_ablated(tmp: Path) -> None:
     assert not [p for p in (tmp / "a.parts").iterdir() if p.is_dir() and not p.name.startswith(".")]
 
 
-Case("hub-hostile-ablate-hub-ids", item="47.4", setup=_two_models, env=_env(), subprocess=True, rc=0,
+Case("hostile-hub-ablate-hub-ids", item="47.4", setup=_two_models, env=_env(), subprocess=True, rc=0,
      argv=["ablate", "org/abl-a", "org/abl-b", *ABLATE, "--table", "a.parquet"], message=r"2 analysed|wrote",
      may_change=(*OUT, "a.parquet", "a.parts", "a.parts/*", "fig", "fig/*"), check=_both_ablated)
 
 
 # ------------------------------------------------------------------ 6, 14, 16: specs and flags
 
-Case("hub-hostile-huge-range", item="47.6", setup=_text,
+Case("hostile-hub-huge-range", item="47.6", setup=_text,
      argv=["batch", "org/tiny", "--revisions", "step0..step999999999999:1", *PROBE, *ROWS],
      message=r"--revisions: 'step0\.\.step999999999999:1' names 1,000,000,000,000 revisions, more than the 100,000")
-Case("hub-hostile-padded-range", item="47.14", setup=_text,
+Case("hostile-hub-padded-range", item="47.14", setup=_text,
      argv=["batch", "org/tiny", "--revisions", "step_000000..step_000128:64", *PROBE, *ROWS],
      message=r"--revisions: hub model 'org/tiny' has no revision step_000000, step_000064, step_000128 in the local")
-Case("hub-hostile-eval-names-its-flag", item="47.16", setup=_text,
+Case("hostile-hub-eval-names-its-flag", item="47.16", setup=_text,
      argv=["eval", "org/tiny", "--revision", "nosuch", "--tasks", "wiki_heldout", "--out", "e.parquet"],
      message=r"interp eval: --revision: hub model 'org/tiny' has no revision nosuch")
 
 
-@pytest.mark.parametrize("case", cases_of("hub-hostile-"), ids=lambda c: c.id)
+@pytest.mark.parametrize("case", cases_of("hostile-hub-"), ids=lambda c: c.id)
 def test_case(case: Case, tmp_path: Path) -> None:
     check_case(case, tmp_path)
