@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import re
 import sys
 import tempfile
 import time
@@ -64,7 +65,9 @@ def main(argv: list[str] | None = None) -> int:
             except Exception as err:  # noqa: BLE001 - a broken case is a row, not the end of the count
                 outcome, bad = None, [f"harness: {type(err).__name__}: {err}"]
         lost = bool(outcome and outcome.changed)
-        message = next((ln for ln in (outcome.stderr.splitlines() if outcome else []) if ln.startswith("interp")), "")
+        said = f"{outcome.stderr}\n{outcome.stdout}".splitlines() if outcome else []   # a success says it anywhere
+        message = (next((ln for ln in said if ln.startswith("interp")), "")
+                   or next((ln for ln in said if re.search(case.message, ln)), ""))
         rows.append((case, not bad, lost, outcome.rc if outcome else None, message, bad))
         print(f"{'ok  ' if not bad else 'FAIL'} {case.id}: {'; '.join(bad) or message[:110]}", flush=True)
     clear = sum(r[1] for r in rows)

@@ -87,7 +87,7 @@ Case("hostile-hub-branch-moves-batch", item="47.1", setup=lambda tmp: _moving(tm
      may_change=OUT, check=lambda tmp: _check_moving(tmp, "t.parquet"))
 Case("hostile-hub-branch-moves-eval", item="47.1", setup=lambda tmp: _moving(tmp, "org/moving-eval"),
      env=_env(), subprocess=True, rc=0, argv=["eval", "org/moving-eval", "--tasks", "wiki_heldout", "--limit", "2",
-                                             "--out", "e.parquet"], message=r".",
+                                             "--out", "e.parquet"], message=r"\[eval\] 1 pair\(s\) evaluated",
      may_change=OUT, check=lambda tmp: _check_moving(tmp, "e.parquet"))
 
 
@@ -189,7 +189,7 @@ def _both_ablated(tmp: Path) -> None:
     assert not [p for p in (tmp / "a.parts").iterdir() if p.is_dir() and not p.name.startswith(".")]
 
 
-Case("hostile-hub-ablate-hub-ids", item="47.4", setup=_two_models, env=_env(), subprocess=True, rc=0,
+Case("hostile-hub-ablate-hub-ids", item="new", setup=_two_models, env=_env(), subprocess=True, rc=0,
      argv=["ablate", "org/abl-a", "org/abl-b", *ABLATE, "--table", "a.parquet"], message=r"2 analysed|wrote",
      may_change=(*OUT, "a.parquet", "a.parts", "a.parts/*", "fig", "fig/*"), check=_both_ablated)
 
