@@ -83,6 +83,20 @@ def _forest(ax: Axes, corr: pd.DataFrame, measures: Sequence[str], causals: Sequ
     ax.set_xlabel("Spearman ρ across layers")
 
 
+def panel_name(rows: pd.DataFrame, label: str) -> str:
+    """What a panel shows, from its rows: `label (pretrained, L layers)` for a named model, `label (our run, L
+    layers)` and the run's name on a second line for one of our checkpoints, so a reader of the figure alone can tell
+    "uniform" is a tiny run of ours."""
+    if rows.empty:
+        return label
+    first = rows.iloc[0]
+    layers = f"{int(first['n_layers'])} layers" if "n_layers" in rows and pd.notna(first["n_layers"]) else ""
+    checkpoint = first.get("checkpoint")
+    if isinstance(checkpoint, str) and checkpoint:
+        return f"{label} (our run" + (f", {layers})" if layers else ")") + f"\n{first['model']}"
+    return f"{label} (pretrained, {layers})" if layers else label
+
+
 @_styled
 def plot_novelty_vs_causal(layers: pd.DataFrame, corr: pd.DataFrame, measure: str = "rho_mlp",
                            causal: str = "delta_loss_skip_mlp") -> Figure:
@@ -103,8 +117,10 @@ def plot_novelty_vs_causal(layers: pd.DataFrame, corr: pd.DataFrame, measure: st
     for i, label in enumerate(labels):
         top, bottom = axes[0, i], axes[1, i]
         points, note = _scatter(top, layers[layers["label"] == label], measure, causal)
-        top.set_title("\n".join(t for t in (label, _rho_text(corr, label, measure, causal), note) if t), fontsize=9)
+        name = panel_name(layers[layers["label"] == label], label)
+        top.set_title("\n".join(t for t in (name, _rho_text(corr, label, measure, causal), note) if t), fontsize=8)
         _forest(bottom, corr[corr["label"] == label], measures, causals)
+        bottom.set_title(label, fontsize=9)
         if i:
             bottom.set_yticklabels([])
     if points is not None:
