@@ -13,6 +13,7 @@ from interp._util.config import comma_list, option
 from interp._util.devices import (check_device_name, device_map_option, device_option, model_dtype_option,
                                   parse_device_map)
 from interp._util.dtypes import MODEL_DTYPES, dtype_names
+from interp.data.text import TEXT_HELP
 
 GROUPS = ("early", "middle", "late")
 SELECTIONS = ("lowest", "random")
@@ -45,7 +46,7 @@ class AblationConfig:
                                         "(MODEL@REV for a revision), or one of our checkpoints")
     revision: str | None = option(None, "a hub model's branch, tag or commit (also: MODEL@REV)")
     # None: held-out wiki split; a corpus name or a UTF-8 text file
-    text: str | None = option(None, "corpus name (wiki, shakespeare) or UTF-8 text file; default: held-out wiki split")
+    text: str | None = option(None, TEXT_HELP)
     seq_len: int = option(128, "tokens per sequence")
     # consecutive sequences from the START of the text score the neurons
     score_sequences: int = option(32, "sequences (from the start of the text) that score the neurons")

@@ -21,6 +21,10 @@ How to add a model:
   * any other model: pass a local HF directory (config.json + weights + tokenizer), a .gguf file path or
     one of our checkpoint directories wherever a model is accepted (interp probe / batch / ablate
     pretrained; interp.hf.resolve_model decides which kind it is).
+  * a Hugging Face hub model: pass its id (HuggingFaceTB/SmolLM2-135M), or ID@REV for a branch, tag or commit
+    (EleutherAI/pythia-70m@step3000; --revision REV says it for every model); it is downloaded on first use
+    as transformers does and read from the cache after (HF_HUB_OFFLINE=1 keeps it offline). `interp batch
+    ID --revisions all|main,step1000` takes many revisions of one id.
   * a new architecture: tell the probes and ablations where its residual stream and MLP are with
     interp.hf.register_site_map("XForCausalLM", SiteMap(layers=..., mlp=..., attn=...,
     mlp_input_norm=..., post_mlp_norm=..., post_attn_norm=..., final_norm=..., notes=...,

@@ -18,6 +18,9 @@ from interp.data.corpora import heldout_text
 from interp.data.documents import CORPORA, read_text_file
 from interp.data.hub_text import hub_text, is_hub_text
 
+# what a --text option accepts: every command that reads a text through load_text shows this one help
+TEXT_HELP = (f"text file, a corpus name ({', '.join(CORPORA)}), or a hub dataset: hf:DATASET[:CONFIG[:SPLIT[:COLUMN]]] "
+             "or wikitext-2 (the paper's: wikitext-2-raw-v1 test; streamed); default: held-out wiki split")
 TEXT_DOC_CHARS = 4000   # a text_ppl document: whole paragraphs, at least this many characters (the last may be less)
 
 

@@ -22,6 +22,7 @@ from interp._util.config import option, reject_unknown_keys
 from interp._util.devices import (check_device_name, device_map_option, device_option, model_dtype_option,
                                   parse_device_map)
 from interp._util.dtypes import MODEL_DTYPES
+from interp.data.text import TEXT_HELP
 from interp.probes.names import (
     ALL_METRIC_NAMES,
     BACKENDS,
@@ -54,9 +55,7 @@ DEFAULT_SEQ_LEN = 512   # probe()'s sequence length when none is given and the m
 class ProbeConfig:
     """What to probe over and how: the text, the token plan, the backend and the metric math."""
 
-    text: str | None = option(None, "text file, a corpus name (wiki, shakespeare), or a hub dataset: "
-                              "hf:DATASET[:CONFIG[:SPLIT[:COLUMN]]] or wikitext-2 (the paper's: wikitext-2-raw-v1 test; "
-                              "streamed); default: held-out wiki split")
+    text: str | None = option(None, TEXT_HELP)
     tokens: int = option(16384, "model positions to run, rounded down to a multiple of --seq-len")
     seq_len: int | None = option(None, f"positions per sequence, BOS included (default: {DEFAULT_SEQ_LEN}, or the "
                                  "model's context where that is shorter; `interp batch`: 256, or the shortest "
