@@ -21,7 +21,7 @@ test-fast: setup
 
 figures: setup
 	$(VENV)/bin/interp figures --recompute
-	$(VENV)/bin/interp report
+	$(VENV)/bin/interp report --out figures   # the repository's figures/REPORT.md (interp report alone writes ./report/)
 
 bench: setup
 	$(PY) benchmarks/run_all.py --write

@@ -22,9 +22,15 @@ table under runs/ (a rerun evaluates only what is missing), and summarises it pe
 - figures/downstream_groups.csv: per variant x task x metric, the mean over seeds with its 95% t-CI, and the
   difference from the baseline variant paired by seed: mean, t-CI over seeds (model noise) and the documents'
   stderr of that mean (sqrt(sum over seeds of se_variant^2 + se_baseline^2) / n_pairs; an upper bound, since both
-  models answer the same documents). `resolved` = the t-CI excludes 0 and |difference| > 1.96 x the documents'
-  stderr: a difference neither seed noise nor the choice of documents explains. Perplexities also as a
-  percentage change (rel_pct_*), as in group_ablation.
+  models answer the same documents). Perplexities also as a percentage change (rel_pct_*), as in group_ablation.
+- the verdict columns, by the report's one rule (interp.stats_intervals.change_ci; analyses/report.py): `change`
+  on `scale` "difference" (accuracies) or "log ratio" (perplexities: ln(ppl / ppl_baseline) per seed, the
+  documents' stderr by the delta method, since a perplexity of 7e7 at chance has no meaningful difference),
+  `change_ci_*` its 95% interval over seeds and documents together, and `resolved` = its interval at the
+  Bonferroni level of its `family` (the variant's testable accuracies, its perplexities, or its training_val
+  row: `family_size` tests, each at `family_level`; `change_fw_*`) excludes 0. The figure's star is `resolved`,
+  and the report's verdicts read the same columns. A comparison whose paired differences are all 0 (every
+  model answers alike) is no test (`testable` False): never resolved, not counted in its family.
 
 Any experiment root works (`interp experiment eval ROOT`, or Config.runs): the variants are its run directories'
 names, the baseline is Config.baseline. A root of nested arms (architectures: <mixer>/<width>/seed<k>) names its
@@ -74,6 +80,8 @@ class Config:
     device: str = device_option()
     out: str = option("repo:runs/eval/downstream_groups.parquet", "the resumable interp eval table (relative: to "
                                                                   "the working directory)")
+    tabulate_only: bool = option(False, "evaluate nothing: rebuild the summary table from the stored runs table "
+                                        "(after a change to the summary's rules)")
     execution: ExecutorConfig = field(default_factory=ExecutorConfig, metadata={"cli": False})  # where tasks run
 
 
@@ -156,14 +164,28 @@ def run_rows(evals: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     return both.sort_values(["task", "variant", "seed"], ignore_index=True)
 
 
+FAMILIES = ("accuracy", "perplexity", "training")   # the claims a variant's comparisons test, corrected apart
+
+
+def family_of(task: str, metric: str) -> str:
+    """Which claim a comparison tests: the paper's task accuracies, held-out perplexities, or the runs' own
+    validation perplexity (training_val, the group ablation's claim read again)."""
+    return FAMILIES[2] if task == TRAINING_VAL else FAMILIES[1] if metric in PERPLEXITIES.values() else FAMILIES[0]
+
+
 def summarize(rows: pd.DataFrame, baseline: str, order: list[str] | None = None, level: float = 0.95
               ) -> pd.DataFrame:
     """Per variant x task x metric: mean over seeds [t-CI], and the difference from its baseline (baseline_of)
-    paired by seed [t-CI], the documents' stderr of its mean, its percentage form for perplexities, `resolved`."""
+    paired by seed [t-CI], the documents' stderr of its mean, its percentage form for perplexities, and the
+    verdict columns (module docstring): the change over seeds and documents and `resolved`, Bonferroni within
+    the variant's family of comparisons."""
+    import numpy as np
+
     from interp.stats import mean_ci
+    from interp.stats_intervals import change_ci, direction, family_level
 
     names = [n for n in (order or sorted(rows["variant"].unique())) if n in set(rows["variant"])]
-    out = []
+    out, changes = [], []
     for (task, metric), group in rows.groupby(["task", "metric"], sort=False):
         for name in names:
             g = group[group["variant"] == name]
@@ -180,16 +202,44 @@ def summarize(rows: pd.DataFrame, baseline: str, order: list[str] | None = None,
             row["n_pairs"] = k
             d = paired["value"] - paired["value_base"]
             row["d_mean"], row["d_ci_low"], row["d_ci_high"] = mean_ci(d, level)
+            log = metric in PERPLEXITIES.values()
             rel = 100.0 * (paired["value"] / paired["value_base"] - 1.0)
             row["rel_pct_mean"], row["rel_pct_ci_low"], row["rel_pct_ci_high"] = (
-                mean_ci(rel, level) if metric in PERPLEXITIES.values() else (math.nan,) * 3)
+                mean_ci(rel, level) if log else (math.nan,) * 3)
             se = (paired["stderr"] ** 2 + paired["stderr_base"] ** 2).sum(skipna=False)
             row["d_doc_stderr"] = math.sqrt(se) / k if k and math.isfinite(se) else math.nan
-            excludes_zero = row["d_ci_low"] > 0 or row["d_ci_high"] < 0
-            beyond_docs = not math.isfinite(row["d_doc_stderr"]) or abs(row["d_mean"]) > 1.96 * row["d_doc_stderr"]
-            row["resolved"] = bool(name != base_name and excludes_zero and beyond_docs)
+            # the verdict's scale: a difference of accuracies, the log ratio of perplexities (delta-method stderr)
+            diffs = np.log(paired["value"] / paired["value_base"]) if log else d
+            rel_se = ((paired["stderr"] / paired["value"]) ** 2
+                      + (paired["stderr_base"] / paired["value_base"]) ** 2).sum(skipna=False) if log else se
+            doc_se = math.sqrt(rel_se) / k if k and math.isfinite(rel_se) else math.nan
+            row["scale"] = "log ratio" if log else "difference"
+            row["change"], row["change_ci_low"], row["change_ci_high"] = change_ci(diffs, doc_se, level)
+            row["change_doc_stderr"] = doc_se
+            row["family"] = family_of(task, metric)
+            testable = bool(name != base_name and k and (np.asarray(diffs, dtype=float) != 0).any())
             out.append(row)
+            changes.append((testable, list(diffs), doc_se))
+    sizes: dict[tuple[str, str], int] = {}
+    for row, (testable, _, _) in zip(out, changes):
+        sizes[row["variant"], row["family"]] = sizes.get((row["variant"], row["family"]), 0) + testable
+    for row, (testable, diffs, doc_se) in zip(out, changes):
+        row["family_size"] = sizes[row["variant"], row["family"]]
+        row["family_level"] = family_level(row["family_size"], level)
+        _, row["change_fw_low"], row["change_fw_high"] = change_ci(diffs, doc_se, row["family_level"])
+        row["testable"] = testable
+        row["resolved"] = testable and direction(row["change_fw_low"], row["change_fw_high"]) != 0
     return pd.DataFrame(out)
+
+
+def tabulate(figures_dir: Path, cfg: Config, files: tuple[str, str] = (TABLE, RUNS_TABLE), name: str = NAME
+             ) -> None:
+    """The summary table `files[0]` rebuilt from the stored runs table `files[1]` alone (no model is loaded):
+    what `--set tabulate_only=true` does after a change to the summary's rules."""
+    table, runs_table = files
+    rows = read_table(figures_dir, runs_table, name)
+    order = variant_order(list(dict.fromkeys(rows["variant"])), cfg.baseline)
+    write_table(summarize(rows, cfg.baseline, order), figures_dir, table, cfg, name)
 
 
 def compute(cfg: Config, figures_dir: Path, files: tuple[str, str] = (TABLE, RUNS_TABLE), name: str = NAME) -> bool:
@@ -200,6 +250,9 @@ def compute(cfg: Config, figures_dir: Path, files: tuple[str, str] = (TABLE, RUN
     from interp._util.devices import resolve_device
     from interp.evals import run_eval
 
+    if cfg.tabulate_only:
+        tabulate(figures_dir, cfg, files, name)
+        return True
     resolve_device(cfg.device)   # a typo or a missing GPU fails before the runs are even listed
     root = resolve_root(cfg.runs)
     runs = finished_runs(root, name) if root.is_dir() else pd.DataFrame()

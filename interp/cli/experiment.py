@@ -329,7 +329,8 @@ def run_eval(args: argparse.Namespace, command: str = "interp experiment eval") 
         if r.variant == base:
             continue
         print(f"  {r.variant:<20} {r.task:<15} {r.metric:<16} {r.value_mean:.4g}  vs {base}: "
-              f"{r.d_mean:+.4g} [{r.d_ci_low:+.4g}, {r.d_ci_high:+.4g}]{'  resolved' if r.resolved else ''}")
+              f"{r.d_mean:+.4g} [seeds {r.d_ci_low:+.4g}, {r.d_ci_high:+.4g}; {r.scale} over seeds and documents "
+              f"{r.change:+.3g} [{r.change_ci_low:+.3g}, {r.change_ci_high:+.3g}]]{'  resolved' if r.resolved else ''}")
     for path in [out / dg.TABLE, *dg.render(out)]:
         print(f"[{command}] wrote {path}")
     return 0

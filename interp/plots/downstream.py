@@ -33,7 +33,8 @@ def _panel(task: str, metric: str) -> str:
 def plot_downstream_runs(summary: pd.DataFrame, rows: pd.DataFrame | None = None) -> Figure:
     """Panels in PANEL_ORDER (those present): per variant, mean over seeds (colour, black bar: 95% t-CI over
     seeds), the documents' 95% interval (1.96 x mean stderr, thin coloured bar, right), one grey dot per seed;
-    a star over a variant whose paired difference from the baseline is resolved; chance as a dashed line."""
+    a star over a variant whose paired difference from the baseline is resolved (the table's `resolved`: the
+    report's rule, over seeds and documents; analyses.downstream_groups); chance as a dashed line."""
     _require_columns(summary, DOWNSTREAM_COLUMNS, "plot_downstream_runs")
     summary = summary.assign(panel=[_panel(t, m) for t, m in zip(summary["task"], summary["metric"])])
     panels = [p for p in PANEL_ORDER if p in set(summary["panel"])]
@@ -82,5 +83,6 @@ def plot_downstream_runs(summary: pd.DataFrame, rows: pd.DataFrame | None = None
     seeds = summary["n_seeds"]
     n = f"{int(seeds.min())}" if seeds.min() == seeds.max() else f"{int(seeds.min())}-{int(seeds.max())}"
     fig.suptitle(f"Downstream evaluations per variant, {n} seeds\nmean; black: 95% t-CI over seeds; colour: the "
-                 "documents' 95%; dots: seeds; *: paired change vs the baseline resolved; dashed: chance")
+                 "documents' 95%; dots: seeds; *: change vs the baseline resolved (seeds + documents, Bonferroni per "
+                 "family); dashed: chance")
     return fig
