@@ -10,8 +10,11 @@ a resumable table under runs/ (a rerun evaluates only what is missing), and stor
 figures/downstream.csv with each row's provenance, and interp.evals.published's model-card numbers as rows of
 source "published". Stored rows of pretrained models not evaluated this time are kept (Config.keep).
 Experiments of many seeds (the group ablation) are evaluated and summarised per variant by downstream_groups.
-Tiny checkpoints sit near chance on most tasks: read their differences against the stderr bars (about
-sqrt(p(1-p)/n), 0.035 at n = 200), and expect only LAMBADA and the perplexities to move at this scale.
+Tiny checkpoints sit near chance on most tasks: read their differences against the bars, 95% intervals of 1.96
+standard errors (one standard error is sqrt(p(1-p)/n), 0.035 near p = 0.5 at n = 200, so a bar reaches +-0.069),
+and expect only LAMBADA and the perplexities to move at this scale. A published task that averages ours
+(interp.evals.published.DERIVED: the SmolLM2 card's ARC average) gets our rows computed the same way.
+`--set evaluate=false` evaluates nothing: it rewrites the stored table's derived and published rows.
 Ours: SmolLM2-135M-Instruct dequantized from Q4_1 (the card reports the unquantized model) and Gemma-3-270m base
 from Q4_K_M; 4-bit quantization can cost small models a point or two.
 """
@@ -36,8 +39,10 @@ PROVENANCE = ("model_key", "data_sha256", "lm_eval_version", "device", "dtype", 
 COLUMNS = ("source", "model", "kind", "label", "checkpoint", "task", "metric", "value", "stderr", "n", "limit", "setup",
            "reference", *PROVENANCE)
 PRETRAINED_COLORS = ("#1f77b4", "#2ca02c", "#8c564b", "#e377c2")   # schedule colours (red, grey) stay ours
-ACCURACY_TASKS = ("lambada_openai", "piqa", "hellaswag", "winogrande", "arc_easy", "arc_challenge", "social_iqa",
-                  "boolq", "paper_avg8")
+ACCURACY_TASKS = ("lambada_openai", "piqa", "hellaswag", "winogrande", "arc_easy", "arc_challenge", "arc_avg",
+                  "social_iqa", "boolq", "paper_avg8")
+FIGURE_METRICS = {"paper_avg8": "acc", "arc_avg": "acc_norm"}   # beyond PAPER_METRICS: the metric each panel shows
+PANEL_TITLES = {"paper_avg8": "avg (8)", "arc_avg": "ARC avg (e, c)"}
 
 
 @dataclass
@@ -56,6 +61,8 @@ class Config:
     limit: int = option(200, "documents per task (interp eval --limit)")
     out: str = option("repo:runs/eval/downstream.parquet", "the resumable interp eval table (relative: to the working "
                                                                   "directory)")
+    evaluate: bool = option(True, "false: evaluate nothing; rewrite the stored table's derived rows (from its own "
+                                  "rows) and published rows (from interp.evals.published)")
 
 
 def targets(cfg: Config) -> list[str]:
@@ -80,18 +87,81 @@ def targets(cfg: Config) -> list[str]:
 def figure_rows(table: pd.DataFrame) -> pd.DataFrame:
     """The accuracy rows of an interp eval table (acc and acc_norm) and the published numbers; the figure shows
     each task's paper metric (PAPER_METRICS), so a published number in the other accuracy is in the table only."""
-    from interp.evals.published import published_rows
-
     ok = table[(table["status"] == "ok") & table["task"].isin(ACCURACY_TASKS) & table["context_length"].isna()]
     ours = ok[ok["metric"].isin(("acc", "acc_norm"))]
     setup = "lm-eval " + ours["lm_eval_version"].astype(str) + ", " + ours["num_fewshot"].astype(int).astype(str) \
         + "-shot, interp eval"
     rows = ours.assign(source="ours", setup=setup, reference="",
                        checkpoint=ours["checkpoint"].fillna("").map(repo_relative))
+    return with_published(rows.reindex(columns=list(COLUMNS)))
+
+
+def with_published(df: pd.DataFrame) -> pd.DataFrame:
+    """df's own rows ("ours", derived rows dropped), our DERIVED rows computed again from them, and the published
+    numbers of interp.evals.published: what a stored table becomes when published.py changes."""
+    from interp.evals.published import DERIVED, published_rows
+
+    ours = df[(df["source"] == "ours") & ~df["task"].isin(list(DERIVED))]
     published = pd.DataFrame(published_rows()).assign(source="published", kind="published", label="", checkpoint="",
                                                        stderr=float("nan"), n=0, limit=float("nan"))
-    both = pd.concat([rows, published], ignore_index=True)
+    both = pd.concat([ours, derived_rows(ours), published], ignore_index=True)
     return both.reindex(columns=list(COLUMNS))
+
+
+def derived_rows(ours: pd.DataFrame) -> pd.DataFrame:
+    """Per model (or checkpoint) and metric with every part measured, the DERIVED tasks computed as the published
+    number is (interp.evals.published.derived_number); setup and provenance from the first part."""
+    from interp.evals.published import DERIVED, derived_number
+
+    keys = ["model", "checkpoint", "metric"]
+    ours = ours.assign(checkpoint=ours["checkpoint"].fillna(""))
+    rows = []
+    for task, parts in DERIVED.items():
+        for _, g in ours[ours["task"].isin(parts)].groupby(keys, sort=False):
+            found = [g[g["task"] == part] for part in parts]
+            if any(len(f) != 1 for f in found):
+                continue
+            value, stderr, n = derived_number([(float(f["value"].iloc[0]), float(f["stderr"].iloc[0]),
+                                                int(f["n"].iloc[0])) for f in found])
+            first = found[0].iloc[0]
+            rows.append({**first.to_dict(), "task": task, "value": value, "stderr": stderr, "n": n,
+                         "setup": f"{first['setup']}; mean of {' and '.join(parts)}"})
+    return pd.DataFrame(rows, columns=list(COLUMNS))
+
+
+def published_comparison(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per published number (interp.evals.published.PUBLISHED, in its order) with ours of the same
+    pretrained model, task and metric from the table: ours, its stderr and n, and z = (ours - published) / stderr
+    (the published number taken as exact)."""
+    from interp.evals.published import PUBLISHED
+
+    ours = df[(df["source"] == "ours") & (df["kind"] != "checkpoint")]
+    rows = []
+    for p in PUBLISHED:
+        mine = ours[(ours["model"] == p.model) & (ours["task"] == p.task) & (ours["metric"] == p.metric)]
+        if len(mine) != 1:
+            continue
+        value, stderr = float(mine["value"].iloc[0]), float(mine["stderr"].iloc[0])
+        rows.append({"model": p.model, "task": p.task, "metric": p.metric, "ours": value, "stderr": stderr,
+                     "n": int(mine["n"].iloc[0]), "published": p.value, "z": (value - p.value) / stderr,
+                     "shots": p.shots, "setup": p.setup})
+    return pd.DataFrame(rows)
+
+
+def comparison_markdown(df: pd.DataFrame) -> str:
+    """published_comparison as the markdown figures/README.md shows (a test checks the README holds exactly it)."""
+    table = published_comparison(df)
+    lines = ["| model | task (metric) | ours ± 1 stderr (n) | published | z | published setup |",
+             "|---|---|---|---|---|---|"]
+    lines += [f"| {r.model} | {r.task} ({r.metric}) | {r.ours:.4g} ± {r.stderr:.3f} ({r.n}) | {r.published:.4g} | "
+              f"{r.z:+.2f} | {r.setup} |" for r in table.itertuples()]
+    zero = table[table["shots"] == 0]
+    worst = zero.loc[zero["z"].abs().idxmax()]
+    half = 1.959964 * table["stderr"]
+    lines.append(f"\nOf the {len(zero)} published numbers measured 0-shot, the farthest from ours is {worst['model']} "
+                 f"{worst['task']} ({worst['setup']}), |z| = {abs(worst['z']):.2f}. Our 95% half-widths (1.96 stderr) "
+                 f"are ±{half.min():.3f} to ±{half.max():.3f}: a smaller difference is not resolved.")
+    return "\n".join(lines)
 
 
 def kept_rows(stored: pd.DataFrame, fresh: pd.DataFrame) -> pd.DataFrame:
@@ -107,13 +177,19 @@ def paper_metric_rows(df: pd.DataFrame) -> pd.DataFrame:
     """The rows in each task's paper metric (interp.evals.tasks.PAPER_METRICS; the average: acc)."""
     from interp.evals.tasks import PAPER_METRICS
 
-    metric = {**PAPER_METRICS, "paper_avg8": "acc"}
+    metric = {**PAPER_METRICS, **FIGURE_METRICS}
     return df[[metric.get(t) == m for t, m in zip(df["task"], df["metric"])]]
 
 
 def compute(cfg: Config, figures_dir: Path) -> None:
     from interp.evals import run_eval
 
+    stored_path = Path(figures_dir) / TABLE
+    if not cfg.evaluate:
+        table = with_published(read_table(figures_dir, TABLE, NAME).fillna({"label": "", "checkpoint": ""}))
+        write_table(table, figures_dir, TABLE, cfg, NAME)
+        print(f"[{NAME}] evaluated nothing: rewrote the derived and published rows of {stored_path}", flush=True)
+        return
     models = targets(cfg)
     if not models:
         print(f"[{NAME}] nothing to evaluate", flush=True)
@@ -123,13 +199,12 @@ def compute(cfg: Config, figures_dir: Path) -> None:
     for model, task, error in result.failed:
         print(f"[{NAME}] {model} / {task} failed: {error}", flush=True)
     table = figure_rows(result.table)
-    stored_path = Path(figures_dir) / TABLE
     if cfg.keep and stored_path.is_file():
         kept = kept_rows(pd.read_csv(stored_path), table)
         if len(kept):
             print(f"[{NAME}] kept the stored rows of {', '.join(dict.fromkeys(kept['model']))} (not evaluated "
                   f"this time; --set keep=false drops them)", flush=True)
-            table = pd.concat([kept.reindex(columns=list(COLUMNS)), table], ignore_index=True)
+            table = with_published(pd.concat([kept.reindex(columns=list(COLUMNS)), table], ignore_index=True))
     write_table(table, figures_dir, TABLE, cfg, NAME)
 
 
@@ -165,7 +240,7 @@ def plot_downstream(df: pd.DataFrame):
                     ax.plot([i + 0.15], [p["value"]], "x", color=colors[name], markersize=7)
             ax.set_xticks(range(len(series)), series, rotation=60, ha="right")
             ax.set_xlim(-0.6, len(series) - 0.4)
-            ax.set_title(task.replace("_openai", "").replace("paper_avg8", "avg (8)"))
+            ax.set_title(PANEL_TITLES.get(task, task.replace("_openai", "")))
         axes[0].set_ylabel("accuracy (o: ours, 95% CI; x: published)")
         fig.suptitle("Downstream accuracy, 0-shot (lm-eval 0.4.13 through interp eval)")
     return fig

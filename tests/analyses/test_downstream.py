@@ -4,6 +4,7 @@ each row's provenance, only the runs' final models, and the stored rows of model
 from __future__ import annotations
 
 import pandas as pd
+import pytest
 
 from analyses import downstream as ds
 from interp.schedules import WidthSpec
@@ -63,3 +64,26 @@ def test_checkpoints_inside_the_repo_are_named_relative_to_it():
     assert repo_relative(str(REPO_ROOT / "runs" / "a" / "checkpoints")) == "runs/a/checkpoints"
     assert repo_relative("/elsewhere/run") == "/elsewhere/run" and repo_relative("") == ""
     assert repo_relative("smollm2-135m") == "smollm2-135m"   # a name, whatever the working directory
+
+
+def test_derived_and_published_rows_are_rebuilt_from_the_table():
+    """with_published: ours' ARC average is the plain mean of our ARC-Easy and ARC-Challenge rows (per model and
+    metric, only where both parts are there), stale derived and published rows are replaced from published.py."""
+    import math
+
+    from interp.evals.published import PUBLISHED
+
+    ours = [{"source": "ours", "model": m, "kind": "registry", "label": "", "checkpoint": "", "task": t,
+             "metric": "acc_norm", "value": v, "stderr": s, "n": 200, "setup": "lm-eval 0.4.13, 0-shot, interp eval"}
+            for m, t, v, s in (("a", "arc_easy", 0.465, 0.035), ("a", "arc_challenge", 0.28, 0.032),
+                               ("b", "arc_easy", 0.5, 0.035))]
+    stale = [{"source": "ours", "model": "a", "kind": "registry", "task": "arc_avg", "metric": "acc_norm",
+              "value": 0.9}, {"source": "published", "model": "x", "task": "piqa", "metric": "acc", "value": 0.1}]
+    df = ds.with_published(pd.DataFrame(ours + stale).reindex(columns=list(ds.COLUMNS)))
+    avg = df[(df["source"] == "ours") & (df["task"] == "arc_avg")]
+    assert avg["model"].tolist() == ["a"]                          # b lacks ARC-Challenge: no average
+    assert avg["value"].iloc[0] == pytest.approx(0.3725) and avg["n"].iloc[0] == 400
+    assert avg["stderr"].iloc[0] == pytest.approx(math.hypot(0.035, 0.032) / 2)
+    assert avg["setup"].iloc[0].endswith("mean of arc_easy and arc_challenge")
+    assert (df["source"] == "published").sum() == len(PUBLISHED) and "x" not in set(df["model"])
+    assert list(df.columns) == list(ds.COLUMNS)
