@@ -12,6 +12,12 @@ and a verdict computed by one stated rule (RULE; interp.stats_intervals.directio
     the other side; unresolved: it contains zero (or no interval could be formed). A table that is not there
     gives "not measured" and the command that computes it.
 
+One section is read by another stated rule, given in its intro: our evaluations on every document beside the
+published numbers (analyses.report_evals.FULL_SET: analyses.full_set_evals' RULE, consistent / differs / not
+comparable / not measured, computed by full_set_evals.verdict from each row's z and shots). Beside each Spearman
+rho of a measure against the cost of removing a layer, the note names the layers where the measure misleads
+(analyses.misleading_layers: their rank by the measure and by the removal cost, both with intervals).
+
 The interval covers every source of noise the table measures (COVERAGE): an accuracy change of the evaluations
 counts the seeds and the documents together (interp.stats_intervals.change_ci, the same function that gives
 downstream_groups.csv its `resolved` column and its figure its stars); a claim tested on several tasks is read at
@@ -29,8 +35,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from analyses.report_claims import (COVERAGE, LEVEL, MULTIPLE, RULE, VERDICTS, Claim, Section, depth_claims,
-                                    eval_claims, fmt, importance_section, slug, training_claims, verdict)
+from analyses.report_claims import (COVERAGE, LEVEL, MULTIPLE, RULE, VERDICTS, Claim, Rule, Section, depth_claims,
+                                    fmt, importance_section, slug, training_claims, verdict)
+from analyses.report_evals import FULL_SET, PUBLISHED_INTRO, PUBLISHED_TITLE, eval_claims, published_claims
 from analyses.report_render import HTML, MARKDOWN, write
 from interp._util.config import option
 
@@ -49,6 +56,7 @@ SECTIONS: tuple[Section, ...] = (
     Section("training", "Where the MLP budget goes: training comparisons at equal parameters", training_claims),
     Section("depth", "Does rho_mlp rise with depth?", depth_claims),
     Section("evaluations", "The paper's evaluations", eval_claims),
+    Section("published", PUBLISHED_TITLE, published_claims, PUBLISHED_INTRO),
     Section("importance", "What predicts the damage of removing a layer", importance_section),
 )
 
@@ -71,5 +79,5 @@ def render(figures_dir: Path, out_dir: Path | None = None) -> list[Path]:
     return write(figures_dir, Path(out_dir if out_dir is not None else figures_dir), sections(figures_dir))
 
 
-__all__ = ["Claim", "Section", "SECTIONS", "claims", "sections", "fmt", "slug", "verdict", "render", "Config",
-           "RULE", "COVERAGE", "MULTIPLE", "LEVEL", "VERDICTS", "MARKDOWN", "HTML"]
+__all__ = ["Claim", "Rule", "FULL_SET", "Section", "SECTIONS", "claims", "sections", "fmt", "slug", "verdict",
+           "render", "Config", "RULE", "COVERAGE", "MULTIPLE", "LEVEL", "VERDICTS", "MARKDOWN", "HTML"]

@@ -1,9 +1,12 @@
 """The report's claims (analyses/report.py lists them in SECTIONS): the Claim row, the one verdict rule (RULE,
 applied by `verdict` through interp.stats_intervals.direction) with what each kind of interval covers (COVERAGE)
 and how a claim tested on several tasks is read (MULTIPLE), and one builder per kind of claim, each reading its
-committed table under figures/ (never a model). A new claim of an existing kind is one entry of a builder's
-declarative table (LAYOUT_CLAIMS, IMPORTANCE_CLAIMS, ACCURACY_CLAIMS, EVAL_VARIANTS); a new kind, one builder and
-one Section of analyses.report.SECTIONS."""
+committed table under figures/ (never a model). A row compared with something other than a predicted sign (our
+evaluations beside the published numbers) carries another stated Rule, whose function computes its verdict from
+the row's own numbers; its section states that rule. A new claim of an existing kind is one entry of a builder's
+declarative table (LAYOUT_CLAIMS, IMPORTANCE_CLAIMS, ACCURACY_CLAIMS, analyses.report_evals.EVAL_VARIANTS); a new
+kind, one builder and one Section of analyses.report.SECTIONS. The evaluations' builders are analyses/
+report_evals.py's."""
 
 from __future__ import annotations
 
@@ -11,7 +14,7 @@ import json
 import math
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -68,6 +71,9 @@ class Claim:
     verdict_ci: tuple[float, float] | None = None       # the family-wise interval the verdict reads, if corrected
     verdict_level: float = LEVEL
     tokens_per_param: float = math.nan                  # a training claim's, for the caveats
+    rule: Rule | None = None        # another stated rule than RULE (its section states it); None: RULE
+    basis: dict[str, float] = field(default_factory=dict)   # the row's numbers `rule` reads (e.g. z, shots)
+    cites: tuple[str, ...] = ()     # further tables (and figures) the note quotes, listed with the others
 
     def __post_init__(self) -> None:
         self.id = slug(self.id)   # an anchor and a link target: no spaces, slashes or arrows
@@ -76,15 +82,34 @@ class Claim:
     def verdict(self) -> str:
         if self.missing:
             return "not measured"
+        if self.rule is not None:
+            return self.rule.decide(self)
         return verdict(self.verdict_ci or self.ci, self.sign)
 
 
 @dataclass(frozen=True)
+class Rule:
+    """A verdict rule other than RULE: its words (each a colour of the HTML and a count of the summary), its text
+    (stated in its section's intro) and the function that gives a claim's word from the claim's numbers."""
+    name: str
+    text: str
+    words: tuple[str, ...]
+    decide: Callable[[Claim], str]
+
+
+@dataclass(frozen=True)
 class Section:
-    """A heading of the report and the builder of its claims (figures folder -> claims)."""
+    """A heading of the report and the builder of its claims (figures folder -> claims); `intro`, a paragraph
+    under the heading (a section whose rows carry another Rule states it there)."""
     id: str
     title: str
     build: Callable[[Path], list[Claim]]
+    intro: str = ""
+
+
+def verdict_words(claims: list[Claim]) -> tuple[str, ...]:
+    """The words a verdict can take in these claims: RULE's, then those of every other Rule they carry."""
+    return tuple(dict.fromkeys([*VERDICTS, *(w for c in claims if c.rule is not None for w in c.rule.words)]))
 
 
 def slug(text: str) -> str:
@@ -370,78 +395,30 @@ def block_style_claims(figures: Path) -> list[Claim]:
     return claims
 
 
-# ---------------------------------------------------------------------------------------------- evaluations
-
-# downstream_groups' variants whose evaluations the paper's claims predict: variant -> (source, claim template,
-# the sign an accuracy change should have; a perplexity change the opposite)
-EVAL_VARIANTS = {"wider-early": ("paper (evaluations)", "wider-early does better than uniform on {task} ({metric})",
-                                 +1)}
-RETABULATE = "interp figures --only downstream_groups --recompute --set tabulate_only=true"
-
-
-def eval_claims(figures: Path) -> list[Claim]:
-    """downstream_groups' paired changes vs uniform, read from its verdict columns (change over seeds and
-    documents, family-wise interval): the report, the CSV's `resolved` and the figure's star agree by
-    construction. Comparisons that are no test (every model answers alike) and training_val are left out."""
-    df = _read(figures, "downstream_groups.csv")
-    if df is None or "change_fw_low" not in df:
-        stale = df is not None
-        return [Claim("evals", "paper (evaluations)", "wider-early improves the paper's tasks", "",
-                      "downstream_groups.csv", +1, missing="downstream_groups", command=RETABULATE if stale else "",
-                      note="the table predates the seeds-and-documents rule: rebuild it from its runs table"
-                      if stale else "")]
-    runs = _read(figures, "downstream_groups_runs.csv")
-    runs = runs if runs is not None else pd.DataFrame()
-    trained, evaluated = _made_by(runs), (f"{_labels(runs, 'eval_dtype') or 'dtype not recorded'}, "
-                                          f"{_labels(runs, 'eval_hardware') or 'hardware not recorded'}")
-    claims = []
-    for variant, (source, template, sign) in EVAL_VARIANTS.items():
-        rows = df[(df["variant"] == variant) & (df["family"] != "training") & df["testable"].astype(bool)]
-        for _, row in rows.iterrows():
-            log = row["scale"] == "log ratio"
-            shown = (lambda x: 100.0 * math.expm1(x)) if log else float
-            family = f"{variant} vs its baseline on the paper's tasks: {row['family']}"
-            claim = Claim(f"eval-{variant}-{row['task']}-{row['metric']}", source,
-                          template.format(task=row["task"], metric=row["metric"]),
-                          (f"{row['metric']} change, % (from the mean log ratio)" if log else
-                           f"{row['metric']} difference") + " vs the baseline, paired by seed (interval over seeds "
-                          "and documents)", "downstream_groups.csv", -sign if log else sign, "%" if log else "",
-                          figure="downstream_groups.png", digits=1 if log else 3, family=family,
-                          family_size=int(row["family_size"]), verdict_level=float(row["family_level"]))
-            claim.value = shown(float(row["change"]))
-            claim.ci = (shown(float(row["change_ci_low"])), shown(float(row["change_ci_high"])))
-            if claim.family_size > 1:
-                claim.verdict_ci = (shown(float(row["change_fw_low"])), shown(float(row["change_fw_high"])))
-            se = float(row["change_doc_stderr"])
-            docs = (f"{int(row['n_docs'])} docs, the change's document stderr {se:.3g}"
-                    + (" (of the log ratio)" if log else "")) if math.isfinite(se) else f"{int(row['n_docs'])} docs"
-            claim.regime = (f"the group ablation's checkpoints, {int(row['n_pairs'])} seed pairs, {docs}; trained "
-                            f"{trained}; evaluated {evaluated}")
-            claim.note = _eval_note(df, row, se)
-            claims.append(claim)
-    return claims
-
-
-def _eval_note(df: pd.DataFrame, row: pd.Series, doc_stderr: float) -> str:
-    """What a reader must know to read an evaluation row: a perplexity at chance (its task's accuracy 0 for every
-    model) is not informative; a row without a documents' error counts the seeds only."""
-    notes = []
-    if row["scale"] == "log ratio":
-        acc = df[(df["task"] == row["task"]) & df["metric"].isin(["acc", "acc_norm"])]
-        base = df[(df["task"] == row["task"]) & (df["metric"] == row["metric"]) & (df["d_mean"] == 0)
-                  & (df["n_pairs"] > 0)]
-        if not acc.empty and (acc["value_ci_high"].fillna(acc["value_mean"]) == 0).all() and not base.empty:
-            ppl = float(base["value_mean"].iloc[0])
-            notes.append(f"not informative: every model's {row['task']} accuracy is 0 and the baseline's "
-                         f"perplexity is {ppl:.1e} (ln = {math.log(ppl):.1f} nats per word), i.e. chance; on a log "
-                         "scale its interval says only that")
-    if not math.isfinite(doc_stderr):
-        notes.append(f"no documents' error (lm-eval gives no stderr for {row['metric']}): the interval is over "
-                     "the seeds only")
-    return "; ".join(notes)
-
-
 # ---------------------------------------------------------------------------------------------- importance
+
+def beside_rho(figures: Path) -> Callable[..., None]:
+    """add(claim, model, measure, cost, task=""): adds to a Spearman-rho claim's note the layers where its measure
+    misleads about its cost (analyses.misleading_layers.misleading_line of the committed table: both ranks with
+    their intervals) and cites that table and figure; leaves the claim as it is where the table or its rows are
+    absent."""
+    from analyses.misleading_layers import FIGURE, NAME, TABLE, misleading_line, selected
+
+    table = _read(figures, TABLE)
+
+    def add(claim: Claim, model: str, measure: str, cost: str, task: str = "") -> None:
+        rows = selected(table, model, measure, cost, task) if table is not None else pd.DataFrame()
+        if rows.empty:
+            return
+        if abs(float(rows["spearman_rho"].iloc[0]) - claim.value) < 1e-9:
+            text = f"where it misleads ({TABLE}): {misleading_line(table, model, measure, cost, task)}"
+        else:   # ranked from other probes than this rho: not shown beside it
+            text = (f"{TABLE} ranks the layers for another Spearman rho ({rows['spearman_rho'].iloc[0]:+.3f}): "
+                    f"stale; recompute it (`interp figures --only {NAME} --recompute`)")
+        claim.note = "; ".join(x for x in (claim.note, text) if x)
+        claim.cites = (*claim.cites, TABLE, FIGURE)
+    return add
+
 
 def rho_predicts_claims(figures: Path) -> list[Claim]:
     """The paper's reading of rho_mlp against the loss of skipping each MLP, per model (novelty_vs_causal)."""
@@ -449,7 +426,7 @@ def rho_predicts_claims(figures: Path) -> list[Claim]:
     if causal is None:
         return [Claim("rho-predicts", "paper's reading; critique 2605.14075", "", "", "novelty_vs_causal.csv", -1,
                       missing="novelty_vs_causal")]
-    claims = []
+    claims, misleads = [], beside_rho(figures)
     for _, row in causal[(causal["measure"] == "rho_mlp") & (causal["causal"] == "delta_loss_skip_mlp")].iterrows():
         claim = Claim(f"rho-predicts-{row['label']}", "paper's reading (critique: 2605.14075)",
                       f"a more reinforcing MLP (higher rho_mlp) matters less: {row['label']}",
@@ -459,6 +436,7 @@ def rho_predicts_claims(figures: Path) -> list[Claim]:
         claim.value, claim.ci = float(row["spearman_rho"]), (float(row["ci_low"]), float(row["ci_high"]))
         claim.regime = (f"{int(row['n_layers'])} layers, {int(row['n_sequences'])} sequences, "
                         f"{_made_by(causal[causal['label'] == row['label']], figures, 'novelty_vs_causal.csv')}")
+        misleads(claim, row["label"], "rho_mlp", "delta_loss_skip_mlp")
         claims.append(claim)
     return claims
 
@@ -503,7 +481,7 @@ def importance_claims(figures: Path) -> list[Claim]:
     if table is None:
         return [Claim("importance", "ShortGPT; Gromov et al.; 2605.14075", "", "", "importance_measures_summary.csv",
                       +1, missing="importance_measures")]
-    claims = []
+    claims, misleads = [], beside_rho(figures)
     for measure, causal, sign, source, text, pretrained in IMPORTANCE_CLAIMS:
         rows = table[(table["measure"] == measure) & (table["causal"] == causal)]
         for _, row in rows.iterrows():
@@ -523,6 +501,7 @@ def importance_claims(figures: Path) -> list[Claim]:
                 claim.note = ("the single seed of train_comparison's tiny runs (novelty_vs_causal, above) is one draw; "
                               "here 5 seeds of a half-width shape, each a Spearman rho over only "
                               f"{int(row['n_layers'])} layers")
+            misleads(claim, str(row["group"]), measure, causal)
             claims.append(claim)
     return claims
 
@@ -541,7 +520,7 @@ def accuracy_claims(figures: Path) -> list[Claim]:
     """The accuracy change of removing each block (removal_accuracy) against ACCURACY_CLAIMS' measures, per
     model and task (and the tasks' documents pooled): one family per model and measure."""
     table = _read(figures, "removal_accuracy_vs_measures.csv")
-    claims = []
+    claims, misleads = [], beside_rho(figures)
     for measure, sign, source, text in ACCURACY_CLAIMS:
         rows = None if table is None else table[table["measure"] == measure]
         if rows is None or rows.empty:
@@ -558,6 +537,7 @@ def accuracy_claims(figures: Path) -> list[Claim]:
             claim.value, claim.ci = float(row["spearman_rho"]), (float(row["ci_low"]), float(row["ci_high"]))
             claim.regime = (f"{int(row['n_layers'])} layers, {int(row['n_docs'])} documents, "
                             f"{_made_by(rows[(rows['model'] == row['model']) & (rows['task'] == row['task'])])}")
+            misleads(claim, row["model"], measure, row["causal"], row["task"])
             claims.append(claim)
     return claims
 

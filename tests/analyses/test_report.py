@@ -280,3 +280,69 @@ def test_a_missing_table_is_not_measured_with_its_command(tmp_path):
     report.render(tmp_path)
     text = (tmp_path / report.MARKDOWN).read_text()
     assert "interp figures --only schedule_sweep --recompute" in text and "not measured here:" in text
+
+
+ENTRY = re.compile(r"(\d+): (\d+(?:\.\d+)?) \[(\d+(?:\.\d+)?), (\d+(?:\.\d+)?)\] vs "
+                   r"(\d+(?:\.\d+)?) \[(\d+(?:\.\d+)?), (\d+(?:\.\d+)?)\](\*?)")
+
+
+def test_each_spearman_rho_names_the_layers_where_its_measure_misleads():
+    """Beside every Spearman rho of a measure the misleading-layers table ranks (importance, accuracy and the
+    paper's rho_mlp against skipping the MLP), the note lists the table's misleading layers in their order, each
+    with its rank by the measure and by the removal cost and both intervals as the table holds them, '*' where the
+    table calls the difference resolved, and the line's rho is the row's own. SmolLM2's layer 11 ranks 19th of 30
+    by Block Influence and 3rd by the loss of removing it."""
+    from analyses.report_claims import ACCURACY_CLAIMS, IMPORTANCE_CLAIMS
+
+    table = pd.read_csv(FIGURES / "misleading_layers.csv")
+    table["task"] = table["task"].fillna("")
+    eleven = table[(table.model == "smollm2-135m") & (table.measure == "block_influence")
+                   & (table.cost == "delta_loss_skip_block") & (table.layer == 11)].iloc[0]
+    assert (eleven.rank_measure, eleven.rank_cost, eleven.misleading) == (19, 3, 1)
+    found, claims = rows(), {c.id: c for c in report.claims(FIGURES)}
+    notes = {line.split("](#")[0].removeprefix("- ["): line
+             for line in (FIGURES / report.MARKDOWN).read_text().splitlines() if line.startswith("- [")}
+    wanted = {**{(m, c): f"importance-{m}-{{model}}" for m, c, *_, pretrained in IMPORTANCE_CLAIMS if pretrained},
+              ("rho_mlp", "delta_loss_skip_mlp"): "rho-predicts-{model}",    # the pretrained models' rho_mlp rows
+              **{(m, "d_acc_skip_block"): f"accuracy-{m.replace('_', '-')}-{{model}}-{{task}}"
+                 for m, *_ in ACCURACY_CLAIMS}}
+    checked = set()
+    for (model, measure, cost, task), g in table.groupby(["model", "measure", "cost", "task"]):
+        if (measure, cost) not in wanted:
+            continue
+        key = wanted[measure, cost].format(model=model, task=task)
+        assert key in found, key
+        note = notes[key]
+        assert f"where it misleads (misleading_layers.csv): {measure}, {model}" in note
+        rho = g.spearman_rho.iloc[0]
+        assert claims[key].value == pytest.approx(rho, abs=1e-9)
+        assert f"Spearman {rho:+.2f} [{g.rho_ci_low.iloc[0]:+.2f}, {g.rho_ci_high.iloc[0]:+.2f}]" in note
+        picked = g[g.misleading > 0].sort_values("misleading")
+        entries = ENTRY.findall(note.split("where it misleads", 1)[1])
+        assert len(entries) == len(picked) == 3, (key, entries)
+        for entry, (_, r) in zip(entries, picked.iterrows(), strict=True):
+            assert int(entry[0]) == r.layer
+            ranks = [r.rank_measure, r.rank_measure_low, r.rank_measure_high, r.rank_cost, r.rank_cost_low,
+                     r.rank_cost_high]                 # the intervals are percentiles: shown to one decimal
+            assert [float(x) for x in entry[1:7]] == [round(v, 1) for v in ranks], (key, entry)
+            assert (entry[7] == "*") == bool(r.resolved)
+        checked.add(key)
+    assert "importance-block_influence-smollm2-135m" in checked and len(checked) == 2 + 2 + 16
+    assert re.search(r"resolved\): 11: 19 \[\d+, \d+\] vs 3 \[\d+, \d+\]",
+                     notes["importance-block_influence-smollm2-135m"])
+    assert "- [misleading_layers.csv](misleading_layers.csv)" in (FIGURES / report.MARKDOWN).read_text()
+
+
+def test_misleading_layers_of_another_rho_are_not_shown_and_a_missing_table_adds_nothing(tmp_path):
+    for name in ("importance_measures_summary.csv", "misleading_layers.csv"):
+        shutil.copy(FIGURES / name, tmp_path)
+    key = "importance-block_influence-smollm2-135m"
+    assert "where it misleads" in {c.id: c for c in report.claims(tmp_path)}[key].note
+    table = pd.read_csv(tmp_path / "misleading_layers.csv")
+    table.loc[table.model == "smollm2-135m", "spearman_rho"] += 0.1      # ranked from other probes than the rho
+    table.to_csv(tmp_path / "misleading_layers.csv", index=False)
+    claim = {c.id: c for c in report.claims(tmp_path)}[key]
+    assert "where it misleads" not in claim.note and "stale" in claim.note
+    (tmp_path / "misleading_layers.csv").unlink()
+    claim = {c.id: c for c in report.claims(tmp_path)}[key]
+    assert claim.note == "" and claim.cites == ()

@@ -28,13 +28,19 @@ def _plain(text: str) -> str:
 
 
 def parse_markdown(text: str) -> dict:
-    """{"summary": str, "rows": {id: [cells]}, "links": {id: [hrefs]}, "anchors": {id}, block: [items]}."""
+    """{"summary": str, "rule": str, "intros": {section id: str}, "rows": {id: [cells]}, "links": {id: [hrefs]},
+    block: [items]}."""
     headings = {v: k for k, v in report_render.HEADINGS.items()}
-    out: dict = {"rows": {}, "links": {}, **{b: [] for b in BLOCKS}}
-    block = None
+    sections = {s.title: s.id for s in report.SECTIONS}
+    out: dict = {"rows": {}, "links": {}, "intros": {}, **{b: [] for b in BLOCKS}}
+    block = section = None
     for line in text.splitlines():
         if line.startswith("## "):
-            block = headings.get(line[3:])
+            block, section = headings.get(line[3:]), sections.get(line[3:])
+        elif section and line and not line.startswith("|"):
+            out["intros"][section] = _plain(line)      # the paragraph between a section's heading and its table
+        elif line.startswith("**Verdict rule.**"):
+            out["rule"] = _plain(line.removeprefix("**Verdict rule.**"))
         elif line.startswith("**What each interval covers.**"):
             block = "coverage"
         elif line.startswith("**Summary:**"):
@@ -60,7 +66,9 @@ class _Page(HTMLParser):
         self.blocks: dict[str, list[str]] = {b: [] for b in BLOCKS}
         self.ids: set[str] = set()
         self.summary = ""
+        self.paragraphs: dict[str, str] = {}        # <p id=...>: the rule, the summary, each section's intro
         self._row = self._list = self._cell = self._summary = None
+        self._paragraph = ""
         self._images = 0
 
     def handle_starttag(self, tag, attrs):
@@ -78,8 +86,8 @@ class _Page(HTMLParser):
             self._list = a["id"]
         elif tag == "li" and self._list:
             self._cell = []
-        elif tag == "p" and a.get("id") == "summary":
-            self._summary = []
+        elif tag == "p" and "id" in a:
+            self._summary, self._paragraph = [], a["id"]
         elif tag == "img":
             self._images += 1
             assert a["src"].startswith("data:image/png;base64,")
@@ -102,7 +110,8 @@ class _Page(HTMLParser):
         elif tag == "ul":
             self._list = None
         elif tag == "p" and self._summary is not None:
-            self.summary = text(self._summary).removeprefix("Summary: ")
+            self.paragraphs[self._paragraph] = text(self._summary)
+            self.summary = self.paragraphs.get("summary", "").removeprefix("Summary: ")
             self._summary = None
 
 
@@ -112,15 +121,27 @@ def parse_html(text: str) -> _Page:
     return page
 
 
+def same_content(md: dict, page: _Page) -> None:
+    """The Markdown and the HTML say the same: every row (but its links), the summary, the verdict rule, each
+    section's intro and every list."""
+    assert {k: v[:-1] for k, v in page.rows.items()} == md["rows"]          # every cell but the links
+    assert page.summary == md["summary"]
+    assert page.paragraphs["rule"] == f"Verdict rule. {md['rule']}"
+    assert {k.removeprefix("intro-"): v for k, v in page.paragraphs.items() if k.startswith("intro-")} == \
+        md["intros"]
+    for block in BLOCKS:
+        assert page.blocks[block] == md[block], block
+
+
 def test_the_html_holds_every_claim_note_family_and_caveat_of_the_markdown():
     md = parse_markdown((FIGURES / report.MARKDOWN).read_text())
     page = parse_html((FIGURES / report.HTML).read_text())
     assert len(md["rows"]) == len(report.claims(FIGURES)) > 50
-    assert {k: v[:-1] for k, v in page.rows.items()} == md["rows"]          # every cell but the links
+    same_content(md, page)
     reproduced = sum(r[6] == "reproduces" for r in md["rows"].values())
-    assert page.summary == md["summary"] and md["summary"].startswith(f"{reproduced} reproduces")
-    for block in BLOCKS:
-        assert page.blocks[block] == md[block] and md[block], block
+    assert md["summary"].startswith(f"{reproduced} reproduces")
+    assert all(md[block] for block in BLOCKS)
+    assert set(md["intros"]) == {s.id for s in report.SECTIONS if s.intro} and md["intros"]
     assert any("issue 35" in c for c in md["caveats"]) and any("Q4_1" in c for c in md["caveats"])
     assert any("Instruct" in n and n.startswith("anti-layer-14") for n in md["notes"])
     assert page._images == len(re.findall(r"^- \[[^\]]+\.png\]", (FIGURES / report.MARKDOWN).read_text(), re.M))
@@ -135,8 +156,10 @@ def test_each_claim_links_its_figure_and_table(tmp_path):
         if c.missing:
             assert md["links"][c.id] == [] and page.links[c.id] == []
             continue
-        assert md["links"][c.id] == [c.figure, c.table] and all((FIGURES / f).is_file() for f in md["links"][c.id])
-        assert page.links[c.id] == [f"#figure-{Path(c.figure).stem}", f"#table-{Path(c.table).stem}"]
+        files = [f for f in (c.figure, c.table) if f]     # a row whose figure is not drawn yet links its table
+        assert md["links"][c.id] == files and all((FIGURES / f).is_file() for f in files)
+        assert page.links[c.id] == [f"#{kind}-{Path(f).stem}" for f in files
+                                    for kind in ["figure" if f.endswith(".png") else "table"]]
         assert {h[1:] for h in page.links[c.id]} <= page.ids
     for note in re.findall(r"href='#([^']+)'", (FIGURES / report.HTML).read_text()):
         assert note in page.ids, note                                           # [[id]] references resolve
