@@ -98,6 +98,11 @@ def our_number(ours: pd.DataFrame, model: str, task: str, metric: str) -> tuple[
     return numbers[0] if len(numbers) == 1 else derived_number(numbers)
 
 
+def comparable(shots: int) -> bool:
+    """Whether a published number's setup is ours (0-shot): RULE's "not comparable" otherwise."""
+    return int(shots) == 0
+
+
 def verdict(z: float, comparable: bool) -> str:
     """RULE, as a word."""
     if not comparable:
@@ -119,11 +124,11 @@ def comparison(ours: pd.DataFrame, planned: dict[str, list[str]]) -> pd.DataFram
         value, stderr, n = got if got else (math.nan, math.nan, 0)
         delta = value - p.value
         z = delta / stderr if got and stderr > 0 else math.nan
-        comparable = p.shots == 0
+        same_setup = comparable(p.shots)
         done = all(t in set(ours.loc[ours["model"] == p.model, "task"]) for t in planned[p.model])
         rows.append({"model": p.model, "task": p.task, "metric": p.metric, "ours": value, "stderr": stderr,
                      "ci_low": value - Z95 * stderr, "ci_high": value + Z95 * stderr, "n": n,
-                     "published": p.value, "delta": delta, "z": z, "verdict": verdict(z, comparable),
+                     "published": p.value, "delta": delta, "z": z, "verdict": verdict(z, same_setup),
                      "published_setup": p.setup, "published_shots": p.shots, "ours_setup": "lm-eval 0.4.13 task definitions, 0-shot, every document",
                      "reference": p.reference, "complete": done})
     return pd.DataFrame(rows)

@@ -91,7 +91,7 @@ def _eval_note(df: pd.DataFrame, row: pd.Series, doc_stderr: float) -> str:
 
 def _full_set_verdict(claim: Claim) -> str:
     """full_set_evals' RULE on the claim's row: its z and whether the published setup is 0-shot, as ours is."""
-    return full_set_evals.verdict(claim.basis["z"], claim.basis["published_shots"] == 0)
+    return full_set_evals.verdict(claim.basis["z"], full_set_evals.comparable(claim.basis["published_shots"]))
 
 
 FULL_SET = Rule("full_set_evals", f"{full_set_evals.RULE}; not measured: our number is not in the table (its task "
