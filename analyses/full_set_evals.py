@@ -136,7 +136,7 @@ def comparison(ours: pd.DataFrame, planned: dict[str, list[str]]) -> pd.DataFram
 
 def compute(cfg: Config, figures_dir: Path) -> None:
     from interp.evals import run_eval
-    from interp.evals.run import merge_only
+    from interp.evals.run import finished
 
     plan = parse_plan(cfg.plan)
     out = str(resolve_root(cfg.out))
@@ -145,12 +145,28 @@ def compute(cfg: Config, figures_dir: Path) -> None:
             result = run_eval(models=[model], tasks=",".join(tasks), limit=None, out=out, threads=cfg.threads)
             for name, task, error in result.failed:
                 print(f"[{NAME}] {name} / {task} failed: {error}", flush=True)
-    table = merge_only(out)
+    table = finished(out)   # read-only: the rows of a run still going on are tabulated as its pairs finish
     ours = ours_rows(table)
     planned = {model: tasks for model, tasks in plan}
     ours = ours[[t in planned.get(m, ()) for m, t in zip(ours["model"], ours["task"])]].reset_index(drop=True)
     write_table(ours, figures_dir, TABLE, cfg, NAME)
     write_table(comparison(ours, planned), figures_dir, COMPARISON, cfg, NAME)
+
+
+def comparison_markdown(ours: pd.DataFrame, df: pd.DataFrame) -> str:
+    """The two tables as figures/README.md shows them (a test checks the README holds exactly this): every full-set
+    number of ours, then every published number beside ours with z and the verdict."""
+    lines = ["| model | task | metric | ours [95% CI] | n |", "|---|---|---|---|---|"]
+    lines += [f"| {r.model} | {r.task} | {r.metric} | {r.value:.4f} [{r.ci_low:.4f}, {r.ci_high:.4f}] | {r.n} |"
+              for r in ours.itertuples()]
+    lines += ["", "| model | task (metric) | ours [95% CI] | published | z | verdict | published setup |",
+              "|---|---|---|---|---|---|---|"]
+    for r in df.itertuples():
+        mine = f"{r.ours:.4f} [{r.ci_low:.4f}, {r.ci_high:.4f}]" if math.isfinite(r.ours) else "not yet"
+        z = f"{r.z:+.2f}" if math.isfinite(r.z) else "-"
+        lines.append(f"| {r.model} | {r.task} ({r.metric}) | {mine} | {r.published:.4g} | {z} | {r.verdict} | "
+                     f"{r.published_setup} |")
+    return "\n".join(lines)
 
 
 def plot_comparison(df: pd.DataFrame):
@@ -162,7 +178,8 @@ def plot_comparison(df: pd.DataFrame):
     from interp.plots.style import STYLE
 
     df = df.reset_index(drop=True)
-    labels = [f"{m} {t} {k}" for m, t, k in zip(df["model"], df["task"], df["metric"])]
+    source = df["published_setup"].str.split(r"[:,]", regex=True).str[0]    # "model card", "third-party lm-eval"
+    labels = [f"{m} {t} {k}, {s}" for m, t, k, s in zip(df["model"], df["task"], df["metric"], source)]
     colors = {"consistent": "#1f77b4", "differs": "#d62728", "not comparable": "#999999", "not measured": "#999999"}
     with matplotlib.rc_context(STYLE):
         fig = Figure(figsize=(7.5, 0.38 * len(df) + 1.4), layout="constrained")

@@ -44,7 +44,8 @@ from interp.evals.tasks import parse_tasks, require_packages, task_manager
 from interp.hf.registry import REGISTRY
 from interp.jobs.executors import JobsResult, execute
 from interp.jobs.keys import definition_sha256, registry_key, sha256_cached, weights_sha256
-from interp.jobs.parts import FAILED_PREFIX, check_table_outputs, part_files, parts_dir, task_lock, write_part
+from interp.jobs.parts import (FAILED_PREFIX, check_table_outputs, concat_parts, part_files, parts_dir, task_lock,
+                               write_part)
 from interp.jobs.runner import Outcome
 from interp.jobs.targets import Target, expand_paths, hub_targets, select_checkpoints
 
@@ -165,6 +166,19 @@ def merge_only(out: str | Path, csv: bool = False) -> pd.DataFrame:
     claim_parts(parts_dir(out), EvalRunner.kind, out, mark=False)
     with exclusive_lock(task_lock(out, 0), f"the eval table {out}"):
         return table.merge(out, csv=csv)
+
+
+def finished(out: str | Path) -> pd.DataFrame:
+    """The pairs of OUT that have finished, as the merged table orders them, read from the parts without a lock or
+    a write: each part is written atomically, so a reader sees whole pairs while a run goes on (a long evaluation's
+    rows are tabulated as they complete; analyses/full_set_evals). A parts folder of another command is refused as
+    a merge refuses it; no part: FileNotFoundError with the fix."""
+    if parts_dir(out).is_dir():
+        claim_parts(parts_dir(out), EvalRunner.kind, out, mark=False)
+    files = part_files(out)
+    if not files:
+        raise FileNotFoundError(f"{parts_dir(out)}: no finished pairs yet; run `interp eval MODEL... --out {out}`")
+    return table.ordered(concat_parts(files))
 
 
 class EvalRunner:

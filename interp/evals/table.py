@@ -134,6 +134,11 @@ def _finish(df: pd.DataFrame) -> pd.DataFrame:
     return df.sort_values(list(SORT_COLUMNS), na_position="first", kind="stable").reset_index(drop=True)
 
 
+def ordered(df: pd.DataFrame) -> pd.DataFrame:
+    """Merged parts as merge() orders them (today's columns, the paper averages, sorted), without writing."""
+    return _finish(df)
+
+
 def merge(out: str | Path, csv: bool = False) -> pd.DataFrame:
     """Rebuild OUT from every part (plus the paper averages) and write it atomically (and OUT.csv)."""
     return merge_table(out, _finish, csv, empty=lambda: frame([], {}).iloc[:0])

@@ -58,3 +58,15 @@ def test_comparison_rows_cover_every_published_number_of_a_planned_model():
     assert set(table.loc[table["task"] == "boolq", "verdict"]) == {"not measured"}
     few_shot = table[table["published_shots"] > 0]
     assert len(few_shot) and set(few_shot["verdict"]) == {"not comparable"}
+
+
+def test_the_readme_block_is_the_committed_tables():
+    """figures/README.md quotes the full-set tables between markers: exactly what comparison_markdown makes of the
+    committed CSVs (rerun the block after `interp figures --only full_set_evals --recompute`)."""
+    from interp._util.paths import REPO_ROOT
+
+    figures = REPO_ROOT / "figures"
+    text = (figures / "README.md").read_text(encoding="utf-8")
+    block = text.split("<!-- begin:full_set -->\n", 1)[1].split("\n<!-- end:full_set -->", 1)[0]
+    expected = fse.comparison_markdown(pd.read_csv(figures / fse.TABLE), pd.read_csv(figures / fse.COMPARISON))
+    assert block == expected

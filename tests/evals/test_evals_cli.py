@@ -7,12 +7,14 @@ from __future__ import annotations
 import importlib.util
 import math
 import re
+import shutil
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import torch
 
+from interp._util.errors import InputError
 from interp.cli import main
 from tests.badinput import Case, cases_of, check_case
 from tests.factories import word_tokenizer_json
@@ -62,6 +64,15 @@ def test_eval_over_a_run_dir_writes_one_row_per_checkpoint_task_metric_then_skip
     assert "lm_eval=0.4.13" in piqa["versions"] and '"cores"' in piqa["hardware"] and piqa["task_version"] == "1.0"
     assert set(df["device"]) == {"cpu"} and set(df["dtype"]) == {"float32"} and set(df["batch_size"]) == {8}
     assert df[df["task"] == "wiki_heldout"]["value"].gt(1).all()                 # perplexities of a random model
+    from interp._util.io import exclusive_lock
+
+    with exclusive_lock(out.parent / "eval.parts" / ".rank0.lock", "a run still going on"):   # read while it runs
+        pd.testing.assert_frame_equal(eval_run.finished(out).reset_index(drop=True), df, check_dtype=False)
+    (out.parent / "batch.parts").mkdir()
+    (out.parent / "batch.parts" / ".kind").write_text("probe batch")
+    shutil.copy(next((out.parent / "eval.parts").glob("*.parquet")), out.parent / "batch.parts")
+    with pytest.raises(InputError, match="not of `interp eval`"):
+        eval_run.finished(out.parent / "batch.parquet")
 
     def no_load(*args, **kwargs):
         raise AssertionError("a finished pair was evaluated again")
