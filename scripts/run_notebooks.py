@@ -14,16 +14,22 @@ Progress bars are switched off, and widget outputs dropped (their view is not sa
 
 The stamp, read by tests/test_notebooks.py:
   cell.metadata["interp"] = {"source_sha256": sha256 of the cell's source, "elapsed_s": its seconds}
-  nb.metadata["interp"]   = {"quick": false, "date", "git_commit", "hardware", "packages", "elapsed_s"}
-A committed cell whose source no longer matches its source_sha256 was edited after the outputs were made: the
-test names it and this command.
+  nb.metadata["interp"]   = {"quick": false, "date", "git_commit", "hardware", "packages", "elapsed_s",
+                             "code": {repository file the kernel imported: code_sha256 of it}}
+A committed cell whose source no longer matches its source_sha256 was edited after the outputs were made, and a
+repository module the notebook ran (interp/, analyses/) whose code no longer matches its code_sha256 changed
+after they were made: the test names either and this command. code_sha256 hashes the module's syntax tree without
+docstrings, so a docstring, comment or formatting edit keeps the outputs current; any other change asks for a
+rerun, which is the only check that the outputs did not move (a refactor that leaves them alone still costs one).
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import datetime
 import hashlib
+import json
 import os
 import re
 import sys
@@ -46,6 +52,50 @@ WIDGET = "application/vnd.jupyter.widget-view+json"
 def source_sha256(source: str) -> str:
     """What a code cell's stamp records: the sha256 of its source text (UTF-8)."""
     return hashlib.sha256(source.encode("utf-8")).hexdigest()
+
+
+def _strip_docstrings(tree: ast.AST) -> ast.AST:
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and body
+                and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+                and isinstance(body[0].value.value, str)):
+            node.body = body[1:] or [ast.Pass()]
+    return tree
+
+
+def code_sha256(path: Path) -> str:
+    """What the notebook stamp records of a module it ran: the sha256 of its syntax tree without docstrings (a
+    comment, docstring or formatting edit keeps it; a change of code does not). A file that no longer parses or
+    exists gives "" (never equal to a stamp)."""
+    try:
+        tree = ast.parse(Path(path).read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, UnicodeDecodeError):
+        return ""
+    return hashlib.sha256(ast.dump(_strip_docstrings(tree)).encode("utf-8")).hexdigest()
+
+
+CODE_ROOTS = ("interp", "analyses")   # the repository's code a notebook's outputs depend on
+# the cell appended for the run and removed before the notebook is written: which modules did the kernel import?
+_MODULES_CELL = ("import json as _j, sys as _s\n"
+                 "print(_j.dumps(sorted({getattr(m, '__file__', None) or '' for m in list(_s.modules.values())})))")
+
+
+def code_stamp(files: list[str], root: Path = REPO_ROOT) -> dict[str, str]:
+    """{path relative to `root`: code_sha256} of the .py files among `files` under root/CODE_ROOTS."""
+    stamp = {}
+    for name in files:
+        path = Path(name)
+        if path.suffix == ".py" and path.is_absolute() and path.resolve().is_relative_to(root):
+            relative = path.resolve().relative_to(root)
+            if relative.parts[0] in CODE_ROOTS:
+                stamp[relative.as_posix()] = code_sha256(path)
+    return dict(sorted(stamp.items()))
+
+
+def stale_code(stamped: dict[str, str], root: Path = REPO_ROOT) -> list[str]:
+    """The stamped modules whose code changed (or vanished) since the stamp: what the test names."""
+    return [name for name, digest in stamped.items() if code_sha256(root / name) != digest]
 
 
 def rerun_command(path: Path) -> str:
@@ -103,8 +153,8 @@ def drop_widgets(nb: nbformat.NotebookNode) -> None:
     nb.metadata.pop("widgets", None)
 
 
-def stamp(nb: nbformat.NotebookNode, elapsed: dict[int, float], quick: bool) -> None:
-    """Write the cell and notebook stamps (module docstring) into `nb`."""
+def stamp(nb: nbformat.NotebookNode, elapsed: dict[int, float], quick: bool, code: dict[str, str]) -> None:
+    """Write the cell and notebook stamps (module docstring) into `nb`; `code`: code_stamp of what it imported."""
     for index, cell in enumerate(nb.cells):
         if cell.cell_type == "code":
             cell.metadata[STAMP] = {"source_sha256": source_sha256(cell.source),
@@ -116,6 +166,7 @@ def stamp(nb: nbformat.NotebookNode, elapsed: dict[int, float], quick: bool) -> 
         "hardware": hardware_label(),
         "packages": package_versions(),
         "elapsed_s": round(sum(elapsed.values()), 1),
+        "code": code,
     }
 
 
@@ -139,11 +190,17 @@ def run_notebook(path: Path, runs: Path | None = None) -> float:
     path = Path(path)
     nb = nbformat.read(path, as_version=4)
     print(f"{path}: executing in full mode", file=sys.stderr, flush=True)
-    with tempfile.TemporaryDirectory(prefix="interp-nb-runs-") as tmp:
-        elapsed = execute(nb, kernel_env(quick=False, runs=Path(runs or tmp)), cwd=path.resolve().parent,
-                          log=lambda line: print(line, file=sys.stderr, flush=True))
+    nb.cells.append(nbformat.v4.new_code_cell(_MODULES_CELL))
+    try:
+        with tempfile.TemporaryDirectory(prefix="interp-nb-runs-") as tmp:
+            elapsed = execute(nb, kernel_env(quick=False, runs=Path(runs or tmp)), cwd=path.resolve().parent,
+                              log=lambda line: print(line, file=sys.stderr, flush=True))
+    finally:
+        modules_cell = nb.cells.pop()
+    elapsed.pop(len(nb.cells), None)
+    imported = json.loads("".join(o.get("text", "") for o in modules_cell.outputs if o.output_type == "stream"))
     drop_widgets(nb)
-    stamp(nb, elapsed, quick=False)
+    stamp(nb, elapsed, quick=False, code=code_stamp(imported))
     nbformat.validate(nb)
     nbformat.write(nb, path)
     for line in machine_paths(nb):

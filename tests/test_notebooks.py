@@ -3,7 +3,8 @@
 
 Committed outputs come from `python scripts/run_notebooks.py NOTEBOOK`, which runs the notebook in full mode and
 stamps each code cell with the sha256 of its source: a cell edited after that run no longer matches its stamp, and
-the test names it and the command. The CI run (INTERP_NB_QUICK=1: fewer tokens and steps) executes an in-memory
+the test names it and the command; so is one whose repository modules (interp/, analyses/: the stamp's code
+hashes) changed since. The CI run (INTERP_NB_QUICK=1: fewer tokens and steps) executes an in-memory
 copy and never rewrites the committed file; it has no time limit per cell (a busy machine is slow, not broken) and
 prints each cell's index and seconds as it finishes.
 
@@ -23,7 +24,8 @@ import nbformat
 import pytest
 
 from interp._util.paths import REPO_ROOT
-from scripts.run_notebooks import KERNEL, STAMP, execute, kernel_env, rerun_command, source_sha256
+from scripts.run_notebooks import (KERNEL, STAMP, code_sha256, code_stamp, execute, kernel_env, rerun_command,
+                                   source_sha256, stale_code)
 
 NOTEBOOKS = REPO_ROOT / "notebooks"
 NAMES = ("explore.ipynb", "tapered_training.ipynb", "your_own_model.ipynb")
@@ -77,6 +79,23 @@ def test_committed_notebooks_carry_the_outputs_of_their_source(name):
     assert png_count(nb) >= MIN_IMAGES, f"{name}: {png_count(nb)} PNG figures in its outputs, expected {MIN_IMAGES}+"
 
 
+@pytest.mark.parametrize("name", NAMES)
+def test_committed_notebooks_are_current_with_the_code_they_ran(name):
+    """A stamp records the code hash of every repository module the kernel imported (scripts/run_notebooks.py);
+    one that changed since (docstrings, comments and formatting aside) makes the committed outputs stale. A stamp
+    from before this check records none: the test says so and is skipped until the notebook's next full run."""
+    path = NOTEBOOKS / name
+    stamp = nbformat.read(path, as_version=4).metadata.get(STAMP, {})
+    if "code" not in stamp:
+        pytest.skip(f"{name}: its stamp ({stamp.get('date', 'undated')}) predates the code check; "
+                    f"run {rerun_command(path)}")
+    assert stamp["code"], f"{name}: its stamp records no module of interp/ or analyses/: run {rerun_command(path)}"
+    changed = stale_code(stamp["code"])
+    assert not changed, (f"{name}: {len(changed)} module(s) it ran changed since its outputs were made "
+                         f"({', '.join(changed[:6])}{', ...' if len(changed) > 6 else ''}): run "
+                         f"{rerun_command(path)}")
+
+
 def test_kernel_runs_this_interpreter():
     from jupyter_client.kernelspec import KernelSpecManager
 
@@ -90,6 +109,20 @@ def test_a_stamp_follows_the_source():
     assert source_sha256("x = 1") != source_sha256("x = 2")
     assert source_sha256("") == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
     assert rerun_command(NOTEBOOKS / "explore.ipynb") == "python scripts/run_notebooks.py notebooks/explore.ipynb"
+
+
+def test_the_code_stamp_ignores_docstrings_and_formatting_but_not_code(tmp_path):
+    module = tmp_path / "interp" / "m.py"
+    module.parent.mkdir()
+    module.write_text('"""doc"""\n\ndef f(x):\n    """what f does"""\n    return x + 1  # one\n')
+    stamped = code_stamp([str(module), str(tmp_path / "elsewhere.py"), "", "/usr/lib/python3/x.py"], root=tmp_path)
+    assert list(stamped) == ["interp/m.py"]
+    module.write_text('"""another doc"""\ndef f(x):\n    """changed words"""\n    return (x +\n            1)\n')
+    assert stale_code(stamped, root=tmp_path) == []
+    module.write_text('def f(x):\n    return x + 2\n')
+    assert stale_code(stamped, root=tmp_path) == ["interp/m.py"]
+    module.unlink()
+    assert stale_code(stamped, root=tmp_path) == ["interp/m.py"] and code_sha256(module) == ""
 
 
 @pytest.mark.integration
