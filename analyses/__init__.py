@@ -51,6 +51,7 @@ ANALYSES: list[str] = [
     "novelty_vs_causal",
     "layer_removal",
     "importance_measures",
+    "attribution_vs_exact",
     "removal_accuracy",
     "misleading_layers",
     "downstream",
@@ -64,6 +65,7 @@ ANALYSES: list[str] = [
     "gpu_study",
     "novelty_gpt2",
     "pythia_over_training",
+    "engine_validation",
 ]
 
 # The experiments made of training runs, and the evaluation over one, by their `interp experiment` name:

@@ -44,7 +44,9 @@ MEASURES = ("rho_mlp", "rho_block", "block_influence", "angular_distance", "norm
 
 
 def _probe(tokens: int, seq_len: int, backend: str = "torch") -> ProbeConfig:
-    return ProbeConfig(tokens=tokens, seq_len=seq_len, batch_size=8, backend=backend, causal=True, metrics=MEASURES)
+    # causal_tokens=0: the causal rows over every probed sequence, as this analysis was measured (not the default 4,096)
+    return ProbeConfig(tokens=tokens, seq_len=seq_len, batch_size=8, backend=backend, causal=True, causal_tokens=0,
+                       metrics=MEASURES)
 
 
 @dataclass

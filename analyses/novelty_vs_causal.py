@@ -40,13 +40,14 @@ PRETRAINED = ("smollm2-135m", "gemma3-270m")
 
 def _pretrained_probe() -> ProbeConfig:
     # 16 sequences x 128 tokens (the pretrained ablation's eval budget): a Student-t CI with 15 degrees of freedom
-    return ProbeConfig(tokens=2048, seq_len=128, batch_size=8, backend="torch", reference="normed", causal=True)
+    return ProbeConfig(tokens=2048, seq_len=128, batch_size=8, backend="torch", reference="normed", causal=True,
+                       causal_tokens=0)   # the causal rows over every probed sequence (not the default 4,096 tokens)
 
 
 def _tiny_probe() -> ProbeConfig:
     # the tiny preset's n_ctx; 64 sequences (a tiny model's forward is ~15x cheaper than SmolLM2's)
     return ProbeConfig(tokens=16384, seq_len=256, batch_size=8, backend="hookpoints", reference="normed",
-                       causal=True)
+                       causal=True, causal_tokens=0)   # the causal rows over all 64 sequences
 
 
 @dataclass

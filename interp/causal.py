@@ -7,6 +7,12 @@ Why a top-level module: ablations imports probes (token batches, names, the accu
 import ablations back. This module sits one layer above both and nothing in either imports it; probe() and
 run_batch() here are interp.probes' with add_causal_rows passed as their extra_rows when causal=True.
 
+Which tokens: the probe's first sequences, as many as ProbeConfig.causal_tokens holds (0: all; causal_batches),
+in batches of its batch_size: the deltas are paired per sequence and converge faster than the probe's means need
+(docs/probes.md, 'Causal rows'). How: exact (interp.ablations.layers.layer_effects, each pass resumed at the layer
+it ablates) or, with causal_method="attribution", first-order estimates (interp.ablations.attribution), whose
+metrics end in "_attribution".
+
 Rows (TABLE_COLUMNS of interp.probes.table): metric = delta_loss_skip_mlp | delta_loss_mean_mlp |
 delta_loss_skip_attn | delta_loss_skip_block; mean / std / sem / ci_low / ci_high / q05..q95 are over the
 per-sequence paired deltas (nats; Student-t CI); n_tokens = predicted tokens (n_sequences x (seq_len - 1));
@@ -15,14 +21,16 @@ Every column that is constant over the correlational rows (model, checkpoint, te
 backend, ...) is copied, except the massive-dimension ones (the interventions exclude no dimension).
 
 The bootstrap needs per-sequence values on both sides: sequence_profiles reruns the probe one sequence at
-a time (one more forward over the same tokens, against the 1 + 4 x n_layers of the causal rows), and the
-mean over sequences of those profiles is the table's mean (every sequence has as many counted tokens).
+a time over the causal rows' sequences (one more forward over their tokens, against the ~2 + 2 x (n_layers + 2) of
+the exact rows), and the mean over sequences of those profiles is the probe's mean over those sequences (every
+sequence has as many counted tokens); with causal_tokens=0 it is the table's mean.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -33,7 +41,10 @@ import torch
 from jaxtyping import Int
 from torch import Tensor
 
-from interp.ablations.layers import CAUSAL_KINDS, CAUSAL_METRICS, LayerEffects, layer_effects
+from interp._util.progress import format_duration
+from interp._util.progress import progress as progress_reporter
+from interp.ablations.attribution import ATTRIBUTION_PASSES, attribution_effects
+from interp.ablations.layers import CAUSAL_KINDS, LayerEffects, causal_pass_count, layer_effects
 from interp.ablations.loss import paired_delta
 from interp.probes import run as probe_run   # by module: a test can stand in for probe_run.probe
 from interp.probes.accumulator import QUANTILE_COLUMNS
@@ -58,14 +69,21 @@ _CORRELATIONAL_ONLY = ("exclude_massive_dims", "excluded_dims", "excluded_dims_m
                        "reference_mode")
 
 
+CAUSAL_CI_ATTRIBUTION = ("paired t over sequences of the per-sequence first-order estimates (the estimate's spread "
+                         "over sequences, not its error against the exact row)")
+
+
 def _intervention(kind: str, layer: int, effects: LayerEffects) -> str:
     what = {"skip_mlp": "MLP output := 0",
             "mean_mlp": f"MLP output := its mean over the {effects.mean_tokens} probe tokens (positions="
                         f"{effects.positions}, same sequences, clean pass)",
             "skip_attn": "attention output := 0",
             "skip_block": "block output := its input (h_{l+1} = h_l)"}[kind]
-    return (f"loss(layer {layer} {what}, every position) - clean loss; per sequence = mean CE (nats, fp32 logits) "
-            f"over its {effects.predicted} predicted tokens; mean, quantiles and Student-t CI over "
+    how = ("" if effects.method == "exact" else
+           "first-order estimate (attribution patching: sum over positions of grad . (patched - clean), from one "
+           "forward and one backward) of ")
+    return (f"{how}loss(layer {layer} {what}, every position) - clean loss; per sequence = mean CE (nats, fp32 "
+            f"logits) over its {effects.predicted} predicted tokens; mean, quantiles and Student-t CI over "
             f"{effects.n_sequences} sequences")
 
 
@@ -87,8 +105,9 @@ def causal_frame(effects: LayerEffects, like: pd.DataFrame, confidence: float = 
             mean, low, high = paired_delta(effects.ablated[kind][layer], effects.clean, confidence)
             std = float(d.std(correction=1)) if d.numel() > 1 else math.nan
             rows.append({**constant, "layer": layer, "depth": layer / max(effects.n_layers - 1, 1),
-                         "metric": CAUSAL_METRICS[kind], "mean": mean, "std": std,
-                         "sem": std / math.sqrt(d.numel()), "ci_low": low, "ci_high": high, "ci_method": CAUSAL_CI,
+                         "metric": effects.metric(kind), "mean": mean, "std": std,
+                         "sem": std / math.sqrt(d.numel()), "ci_low": low, "ci_high": high,
+                         "ci_method": CAUSAL_CI if effects.method == "exact" else CAUSAL_CI_ATTRIBUTION,
                          **{col: float(quantiles[i, layer]) for i, col in enumerate(QUANTILE_COLUMNS)},
                          "n_tokens": effects.n_sequences * effects.predicted,
                          "n_nonfinite": int((~torch.isfinite(d)).sum()),
@@ -123,15 +142,55 @@ def sequence_profiles(model: Any, batches: Sequence[Int[Tensor, "batch pos"]], c
     return {m: torch.stack([s[m] for s in means], 1).numpy() for m in means[0]}
 
 
+def causal_batches(batches: Sequence[Int[Tensor, "batch pos"]], cfg: ProbeConfig) -> list[Int[Tensor, "batch pos"]]:
+    """The sequences the causal rows run over: the first cfg.causal_sequences(n) of the probe's, in batches of
+    cfg.batch_size (the probe's own batches when that is all of them)."""
+    batches = list(batches)
+    n_seq = sum(int(b.shape[0]) for b in batches)
+    keep = cfg.causal_sequences(n_seq)
+    if keep == n_seq:
+        return batches
+    return list(torch.cat(batches)[:keep].split(cfg.batch_size))
+
+
+def _stderr(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def causal_plan(df: pd.DataFrame, batches: Sequence[Int[Tensor, "batch pos"]], n_layers: int,
+                method: str = "exact") -> str:
+    """One line saying what the causal phase will run, and how long it should take at the probe's own pace
+    (df.attrs["timing"]["positions_per_s"], when the probe measured it)."""
+    positions, n_seq = sum(int(b.numel()) for b in batches), sum(int(b.shape[0]) for b in batches)
+    passes = causal_pass_count(n_layers) if method == "exact" else ATTRIBUTION_PASSES
+    pace = df.attrs.get("timing", {}).get("positions_per_s")
+    eta = f", about {format_duration(passes * positions / pace)} at the probe's pace" if pace else ""
+    return (f"[causal] {df['model'].iloc[0]}: {method} rows over {n_seq} sequences x {int(batches[0].shape[1])} "
+            f"positions ({positions:,}): {passes:.0f} forwards' worth of passes{eta}")
+
+
 def add_causal_rows(df: pd.DataFrame, model: Any, batches: Sequence[Int[Tensor, "batch pos"]], cfg: ProbeConfig,
-                    log: Callable[[str], None] | None = None) -> pd.DataFrame:
-    """`df` (the correlational rows of `model` over `batches`) with the causal rows appended. attrs["causal"]
-    holds the per-sequence data for correlations() (JSON-able, read back by causal_data) and its seconds."""
+                    log: Callable[[str], None] | None = None, progress: bool = False) -> pd.DataFrame:
+    """`df` (the correlational rows of `model` over `batches`) with the causal rows appended, over the first
+    sequences cfg.causal_tokens holds (causal_batches), exact or estimated (cfg.causal_method). attrs["causal"]
+    holds the per-sequence data for correlations() (JSON-able, read back by causal_data) and its seconds.
+    progress: the plan and a progress line (with the ETA) on stderr; log: where a fallback is said (stderr)."""
     import pandas as pd
 
+    from interp.hf import layer_modules
+
     start = time.perf_counter()
-    batches = list(batches)
-    effects = layer_effects(model, batches, cfg.positions, CAUSAL_KINDS, log=log)
+    batches = causal_batches(batches, cfg)
+    log = log or _stderr
+    label = f"causal {df['model'].iloc[0]}"
+    if progress:
+        _stderr(causal_plan(df, batches, len(layer_modules(model)), cfg.causal_method))
+    if cfg.causal_method == "attribution":
+        effects = attribution_effects(model, batches, cfg.positions, CAUSAL_KINDS, progress=lambda total: (
+            progress_reporter(total, label, "chunks", enabled=progress)))
+    else:
+        effects = layer_effects(model, batches, cfg.positions, CAUSAL_KINDS, log=log, progress=lambda total: (
+            progress_reporter(total, label, "layer-batches", enabled=progress)))
     profiles = sequence_profiles(model, batches, cfg, _excluded_dims(df))
     attrs = dict(df.attrs)
     out = pd.concat([df, causal_frame(effects, df)], ignore_index=True)
@@ -174,7 +233,7 @@ def correlations(effects: LayerEffects, profiles: dict[str, np.ndarray], n_boot:
                              f"{(effects.n_layers, effects.n_sequences)}: not the same sequences")
         for kind in effects.ablated:
             rho, low, high = bootstrap_spearman(x.T, effects.deltas(kind).numpy().T, n_boot, confidence, seed)
-            rows.append({"measure": measure, "causal": CAUSAL_METRICS[kind], "spearman_rho": rho, "ci_low": low,
+            rows.append({"measure": measure, "causal": effects.metric(kind), "spearman_rho": rho, "ci_low": low,
                          "ci_high": high, "n_layers": effects.n_layers, "n_sequences": effects.n_sequences,
                          "n_boot": n_boot, "confidence": confidence})
     return pd.DataFrame(rows)

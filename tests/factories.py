@@ -18,6 +18,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from interp.hf.tiny import tiny_any_config, tiny_any_hf, word_level, word_tokenizer  # noqa: F401 - re-exported
 from interp.model import ModelConfig, TaperedLM
 
 SMOLLM2_VOCAB = 49152                # SmolLM2's tokenizer (interp.hf.load_tokenizer("smollm2-135m"))
@@ -93,47 +94,8 @@ def tiny_hf(arch: str = "LlamaForCausalLM", seed: int = 0, *, attn_implementatio
     return model
 
 
-# Every architecture transformers can build from a config (tiny_any_hf): these sizes, under whatever name its config
-# class uses (attribute_map: GPT-2's n_embd, ...); a field the class lacks is left at its default.
-_ANY_SIZES: dict[str, Any] = dict(
-    vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-    num_key_value_heads=2, max_position_embeddings=64, head_dim=8, rotary_dim=4, pad_token_id=0, bos_token_id=1,
-    eos_token_id=2, num_experts=4, num_local_experts=4, n_routed_experts=4, num_experts_per_tok=2,
-    moe_intermediate_size=16, shared_expert_intermediate_size=16, ffn_hidden_size=64, n_inner=64,
-    intermediate_size_mlp=64)
-TINY_ANY_MAX_PARAMS = 2_000_000  # a config some size did not reach (a nested default) is refused, not allocated
-
-
-def tiny_any_config(arch: str, **extra: Any):
-    """The transformers config of a tiny `arch` (any causal LM transformers has, by class name): _ANY_SIZES for
-    the fields its config class has, then `extra`. ValueError when transformers has no such causal LM."""
-    from transformers import CONFIG_MAPPING
-    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
-
-    model_type = next((t for t, name in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.items() if name == arch), None)
-    if model_type not in CONFIG_MAPPING:
-        raise ValueError(f"transformers has no causal LM class {arch!r}")
-    cls = CONFIG_MAPPING[model_type]
-    default = cls()
-    sizes = {k: v for k, v in {**_ANY_SIZES, **extra}.items() if hasattr(default, k)}
-    read_only = [k for k in sizes if isinstance(getattr(cls, k, None), property) and getattr(cls, k).fset is None]
-    return cls(**{k: v for k, v in sizes.items() if k not in read_only})  # Falcon's head_dim is computed
-
-
-def tiny_any_hf(arch: str, seed: int = 0, *, attn_implementation: str = "eager", **extra: Any) -> nn.Module:
-    """A random tiny causal LM of any architecture transformers has (tiny_any_config), seeded, in eval mode."""
-    from transformers import AutoModelForCausalLM
-
-    config = tiny_any_config(arch, **extra)
-    with torch.device("meta"):  # count first: a default left at full size would take gigabytes
-        n_params = sum(p.numel() for p in AutoModelForCausalLM.from_config(config).parameters())
-    if n_params > TINY_ANY_MAX_PARAMS:
-        raise ValueError(f"{arch}: {n_params:,} parameters at the tiny sizes (a default _ANY_SIZES does not reach)")
-    torch.manual_seed(seed)
-    model = AutoModelForCausalLM.from_config(config, attn_implementation=attn_implementation).eval()
-    if type(model).__name__ != arch:
-        raise ValueError(f"{arch!r} builds as {type(model).__name__}")
-    return model
+# tiny_any_config / tiny_any_hf (every architecture transformers can build, tiny) and word_tokenizer live in the
+# package (interp.hf.tiny), where analyses/engine_validation.py builds the same models without the tests.
 
 
 def as_loaded(model: nn.Module, tokenizer: Any = None, name: str = "tiny", source: str = "test"):
@@ -146,30 +108,12 @@ def as_loaded(model: nn.Module, tokenizer: Any = None, name: str = "tiny", sourc
 
 # ------------------------------------------------------------------------------------------ tokenizers
 
-def _word_level(vocab: dict[str, int]):
-    """A whitespace-split word-level tokenizers.Tokenizer with "[UNK]" for unknown words."""
-    from tokenizers import Tokenizer, models, pre_tokenizers
-
-    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
-    tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    return tok
-
-
-def word_tokenizer(vocab_size: int = 64, **special_tokens: str):
-    """An HF fast tokenizer over the words w1 .. w{vocab_size-1} ("[UNK]" = 0); special_tokens such as
-    bos_token="[UNK]" are passed on (the bridge and nnsight need a BOS/EOS)."""
-    from transformers import PreTrainedTokenizerFast
-
-    vocab = {"[UNK]": 0, **{f"w{i}": i for i in range(1, vocab_size)}}
-    return PreTrainedTokenizerFast(tokenizer_object=_word_level(vocab), unk_token="[UNK]", **special_tokens)
-
-
 def word_tokenizer_json(path: Path, words: Sequence[str],
                         specials: Sequence[str] = ("<|endoftext|>", "[UNK]")) -> Path:
     """A tokenizer.json (what a checkpoint's train.tokenizer may name): `specials` first, then `words`."""
     vocab = {w: i for i, w in enumerate([*specials, *words])}
     path.parent.mkdir(parents=True, exist_ok=True)
-    _word_level(vocab).save(str(path))
+    word_level(vocab).save(str(path))
     return path
 
 

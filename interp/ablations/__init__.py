@@ -28,7 +28,9 @@ Scores are streamed: the pre-hook reduces each batch to per-neuron sums at once;
     conditions.py  Condition, build_conditions, removals, ablated (the hooks)
     loss.py        per-sequence losses, paired deltas with t-CIs
     run.py         run_pretrained_ablation: the experiment and its tidy table (COLUMNS)
-    layers.py      per-layer causal effects: MLP skipped / mean-ablated, attention skipped (LayerEffects)
+    layers.py      per-layer causal effects: MLP skipped / mean-ablated, attention skipped (LayerEffects); each
+                   pass resumed at the layer it ablates, from the clean stream kept per batch
+    attribution.py the same rows estimated to first order from one forward and one backward (attribution patching)
 
 Those effects as rows of the probe table (`interp probe --causal`), the join and the Spearman correlations
 live in interp.causal, one layer above this package and interp.probes (this package imports probes, so probes
@@ -67,6 +69,11 @@ _EXPORTS = {
     'layer_ablated': 'layers',
     'mlp_out_means': 'layers',
     'layer_effects': 'layers',
+    'ATTRIBUTION_METRICS': 'layers',
+    'causal_metric': 'layers',
+    'causal_units': 'layers',
+    'causal_pass_count': 'layers',
+    'attribution_effects': 'attribution',
 }
 
 __getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)

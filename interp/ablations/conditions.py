@@ -15,6 +15,7 @@ from torch import Tensor, nn
 from interp.ablations.config import GROUPS, SELECTIONS
 from interp.ablations.scores import _layer_generator, n_to_remove, select_neurons
 from interp.ablations.sites import mlp_sites
+from interp.hf import mlp_modules
 
 KINDS = ("baseline", "neurons", "skip_mlp")
 
@@ -97,7 +98,9 @@ def ablated(model: Any, remove: Mapping[int, Int[Tensor, "k"]] | None = None,
     """Within the block, `model` runs with the neurons in `remove` ({layer: indices}) masked out and the
     MLPs of the layers in `skip` returning zeros. The weights are never edited; every hook is removed
     on exit (also on error), so the model afterwards computes exactly what it did before."""
-    sites = mlp_sites(model)
+    skip = list(skip)
+    sites = mlp_sites(model) if remove else []  # a mixture of experts has no neurons to mask: refused there only
+    terms = mlp_modules(model) if skip else []  # whose output is the MLP's term (no down projection needed)
     handles = []
     try:
         for layer, idx in (remove or {}).items():
@@ -106,7 +109,7 @@ def ablated(model: Any, remove: Mapping[int, Int[Tensor, "k"]] | None = None,
             keep[torch.as_tensor(idx, dtype=torch.long)] = 0.0
             handles.append(site.down.register_forward_pre_hook(_mask_hook(keep)))
         for layer in skip:
-            handles.append(sites[layer].mlp.register_forward_hook(_zero_hook))
+            handles.append(terms[layer].register_forward_hook(_zero_hook))
         yield
     finally:
         for handle in handles:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import torch
@@ -16,9 +18,35 @@ from interp.model import next_token_loss
 from interp.stats import t_quantile
 
 
-def _forward_logits(root: nn.Module, tokens: Int[Tensor, "batch pos"]) -> Float[Tensor, "batch pos vocab"]:
-    out = root(tokens)
+@functools.cache
+def _takes_use_cache(cls: type) -> bool:
+    """Whether a model class's forward has a `use_cache` parameter (Hugging Face causal LMs; our TaperedLM has not)."""
+    try:
+        return "use_cache" in inspect.signature(cls.forward).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def forward_logits(root: nn.Module, tokens: Int[Tensor, "batch pos"]) -> Float[Tensor, "batch pos vocab"]:
+    """The logits of one forward. A Hugging Face model runs with use_cache=False: a single forward needs no key/value
+    cache (the logits are the same; it saves the copies), and a cache shared by the layers would make a layer that
+    is run again from its recorded inputs (interp.ablations.layers' resumed passes) attend to keys of another
+    pass."""
+    out = root(tokens, use_cache=False) if _takes_use_cache(type(root)) else root(tokens)
     return out.logits if hasattr(out, "logits") else out
+
+
+_forward_logits = forward_logits   # the name interp.ablations.scores imports
+
+
+def token_losses(root: nn.Module, tokens: Int[Tensor, "batch pos"],
+                 autocast_dtype: torch.dtype | None = None) -> Float[Tensor, "batch"]:
+    """Mean next-token cross-entropy (nats) of each sequence of one batch, float64 (float32 logits, or float64 for a
+    float64 model), on the batch's device; the graph is kept where grad is enabled (attribution needs it)."""
+    with _autocast(autocast_dtype, tokens.device):
+        logits = forward_logits(root, tokens)
+    ce = next_token_loss(logits, tokens, reduction="none", fp32=True)  # [batch, pos - 1]
+    return ce.double().mean(1)
 
 
 def _autocast(dtype: torch.dtype | None, device: torch.device):
@@ -27,20 +55,20 @@ def _autocast(dtype: torch.dtype | None, device: torch.device):
 
 @torch.no_grad()
 def sequence_losses(model: Any, batches: Iterable[Int[Tensor, "batch pos"]],
-                    autocast_dtype: torch.dtype | None = None) -> Float[Tensor, "n_seq"]:
+                    autocast_dtype: torch.dtype | None = None,
+                    each: Callable[[int], None] | None = None) -> Float[Tensor, "n_seq"]:
     """Mean next-token cross-entropy (nats) of each sequence, float64, in batch order.
 
     Logits are cast to float32 before the softmax, so bf16 autocast only affects the network itself.
+    each: called with the batch's index after each batch (progress).
     """
     root = unwrap(model)
     device = model_device(root)
     out = []
-    for tokens in batches:
-        tokens = tokens.to(device)
-        with _autocast(autocast_dtype, device):
-            logits = _forward_logits(root, tokens)
-        ce = next_token_loss(logits, tokens, reduction="none", fp32=True)  # [batch, pos - 1]
-        out.append(ce.double().mean(1).cpu())
+    for i, tokens in enumerate(batches):
+        out.append(token_losses(root, tokens.to(device), autocast_dtype).cpu())
+        if each is not None:
+            each(i)
     if not out:
         raise ValueError("sequence_losses: `batches` was empty")
     return torch.cat(out)

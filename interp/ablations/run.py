@@ -20,7 +20,8 @@ from interp.ablations.conditions import Condition, ablated, build_conditions, re
 from interp.ablations.config import DTYPE_NAMES, AblationConfig
 from interp.ablations.loss import paired_delta, sequence_losses
 from interp.ablations.scores import contribution_scores
-from interp.ablations.sites import layer_groups, mlp_sites
+from interp.ablations.sites import layer_groups
+from interp.hf import layer_modules, root_and_sites, unwrap
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -109,6 +110,22 @@ def _label(cfg: AblationConfig, loaded: Any, passed_in: bool) -> str:
     return _model_label(loaded)
 
 
+def _whole_mlp_only(loaded: Any, conditions: list[Condition], name: str, say: Callable[[str], None]
+                    ) -> list[Condition]:
+    """`conditions` less the neuron removals for a mixture of experts (no single down projection: no neuron to
+    score), said in one line; InputError when nothing but the baseline would be left."""
+    if root_and_sites(loaded)[1].mlp_down is not None or all(c.kind != "neurons" for c in conditions):
+        return conditions
+    kept = [c for c in conditions if c.kind != "neurons"]
+    why = (f"{type(unwrap(loaded)).__name__}'s MLP is a mixture of experts (no single down projection), so its "
+           "neurons cannot be scored or removed")
+    if len(kept) == 1:
+        raise InputError(why, field="--skip-layers", fix="ask for the whole-MLP ablation: --skip-layers all or L[,L]")
+    say(f"[ablate] {name}: {why}; the {len(conditions) - len(kept)} neuron conditions are left out, the "
+        f"{len(kept) - 1} whole-MLP skips run")
+    return kept
+
+
 def run_pretrained_ablation(cfg: AblationConfig, loaded: Any = None,
                             log: Callable[[str], None] | None = print, tokenizer: Any = None) -> pd.DataFrame:
     """Run every condition of `cfg` on a model; one tidy row per condition (COLUMNS).
@@ -140,10 +157,12 @@ def run_pretrained_ablation(cfg: AblationConfig, loaded: Any = None,
     if tokenizer is None:
         raise ValueError(f"run_pretrained_ablation: {type(loaded).__name__} carries no tokenizer; pass tokenizer=")
     seqs = _load_sequences(cfg, tokenizer)
-    n_layers = len(mlp_sites(loaded))
+    n_layers = len(layer_modules(loaded))
     groups = layer_groups(n_layers)   # always the thirds; cfg.groups only picks which are ablated
-    conditions = build_conditions(n_layers, cfg.fractions, cfg.seeds, cfg.groups, cfg.selections,
-                                  None if cfg.skip_layers is None else list(cfg.skip_layers))
+    conditions = _whole_mlp_only(loaded, build_conditions(n_layers, cfg.fractions, cfg.seeds, cfg.groups,
+                                                          cfg.selections,
+                                                          None if cfg.skip_layers is None else list(cfg.skip_layers)),
+                                 cfg.model, say)
     amp = DTYPES[cfg.dtype]
     eval_batches = list(seqs.eval.split(cfg.batch_size))
     say(f"[ablate] {cfg.model}: {n_layers} layers, thirds "
@@ -151,11 +170,14 @@ def run_pretrained_ablation(cfg: AblationConfig, loaded: Any = None,
         + f"; {len(conditions)} conditions x {seqs.eval.numel()} eval tokens + {seqs.score.numel()} scoring tokens")
 
     start = time.perf_counter()
-    scores, score_tokens = contribution_scores(loaded, seqs.score.split(cfg.batch_size), amp)
+    scores, score_tokens = [], 0
+    if any(c.kind == "neurons" for c in conditions):
+        scores, score_tokens = contribution_scores(loaded, seqs.score.split(cfg.batch_size), amp)
     fp32_baseline = math.nan
     if amp is not None:   # the documented check: bf16 autocast must not move the baseline by >= 1%
         fp32_baseline = float(sequence_losses(loaded, eval_batches, None).mean())
-    say(f"[ablate] scored {score_tokens} tokens in {time.perf_counter() - start:.0f}s")
+    if score_tokens:
+        say(f"[ablate] scored {score_tokens} tokens in {time.perf_counter() - start:.0f}s")
 
     rows, baseline = [], None
     for i, cond in enumerate(conditions):

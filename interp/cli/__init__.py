@@ -116,8 +116,8 @@ def main(argv: list[str] | None = None) -> int:
             return int(args.func(args) or 0)
     except KeyboardInterrupt as stop:
         name = getattr(stop, "signum", None) and signal.Signals(stop.signum).name
-        print(f"{command}: interrupted{f' by {name}' if name else ''}; what finished is kept, rerun to go on",
-              file=sys.stderr)
+        kept = getattr(stop, "kept", None) or "what finished is kept, rerun to go on"   # a command may say better
+        print(f"{command}: interrupted{f' by {name}' if name else ''}; {kept}", file=sys.stderr)
         return exit_status(stop)
     except BrokenPipeError:  # `interp models | head`: the reader left; say nothing, as other Unix tools do
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

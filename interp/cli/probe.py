@@ -16,6 +16,9 @@ if TYPE_CHECKING:
     from interp.probes.config import ProbeConfig
 
 SUMMARY_METRICS = ("rho_mlp", "rho_block")
+CAUSAL_PREFIX = "delta_loss_"   # the causal rows' metrics (exact, or ending in _attribution)
+INTERRUPTED = ("nothing was written: a probe keeps no partial table (neither its probe nor its causal phase); rerun "
+               "to start again")
 PROBE_GROUP = "probe options (interp.probes.ProbeConfig)"
 TRUST_REMOTE_CODE_HELP = ("let a Hugging Face directory whose config.json / tokenizer_config.json has an auto_map "
                           "run its own Python files (refused otherwise; never asked)")
@@ -91,10 +94,12 @@ def default_out(model: str, revision: str | None = None) -> Path:
     return Path("results") / f"probe-{label}.parquet"
 
 
-def format_summary(df: pd.DataFrame, metrics: tuple[str, ...] = SUMMARY_METRICS) -> str:
-    """One line per layer: depth and mean +- 95% CI half-width of each metric present in the table."""
+def format_summary(df: pd.DataFrame, metrics: tuple[str, ...] = SUMMARY_METRICS, prefix: str = "") -> str:
+    """One line per layer: depth and mean +- 95% CI half-width of each metric present in the table (named without
+    `prefix` in the header)."""
     metrics = tuple(m for m in metrics if m in set(df["metric"]))
-    header = f"{'layer':>5} {'depth':>5} " + " ".join(f"{m + ' (95% CI)':>22}" for m in metrics) + f" {'tokens':>7}"
+    header = (f"{'layer':>5} {'depth':>5} " + " ".join(f"{m.removeprefix(prefix) + ' (95% CI)':>22}" for m in metrics)
+              + f" {'tokens':>7}")
     lines = [header]
     wide = df.set_index(["layer", "metric"])
     for layer in sorted(df["layer"].unique()):
@@ -107,6 +112,38 @@ def format_summary(df: pd.DataFrame, metrics: tuple[str, ...] = SUMMARY_METRICS)
         tokens = int(first["n_tokens"]) if first is not None else 0
         lines.append(f"{layer:>5} {depth:>5.2f} " + " ".join(cells) + f" {tokens:>7}")
     return "\n".join(lines)
+
+
+def causal_metrics(df: pd.DataFrame) -> tuple[str, ...]:
+    """The causal rows' metrics in the table, in its order."""
+    return tuple(m for m in dict.fromkeys(df["metric"]) if str(m).startswith(CAUSAL_PREFIX))
+
+
+def header(df: pd.DataFrame) -> str:
+    """The summary's first line: model, how it was loaded (revision, commit, dtype), the probe settings, the time."""
+    timing, load = df.attrs.get("timing", {}), df.attrs.get("load", {})
+    first = df.iloc[0]
+    loaded = [f"{k}={load[k]}" for k in ("revision", "commit") if load.get(k)]
+    weights = str(first.get("weights_sha256", "") or "")
+    if not loaded and weights:
+        loaded.append(f"weights_sha256={weights[:12]}")
+    loaded.append(f"loaded as {load.get('model_dtype') or first.get('model_dtype', 'float32')}")
+    causal = f" + causal rows {timing['extra_s']:.1f} s" if "extra_s" in timing else ""
+    return (f"[probe] {first['model']} ({', '.join(loaded)}) backend={first['backend']} positions={first['positions']} "
+            f"seq_len={first['seq_len']} text={first['text_source']} "
+            f"({timing.get('positions', '?')} positions, {timing.get('probe_s', float('nan')):.1f} s{causal})")
+
+
+def causal_summary(df: pd.DataFrame) -> str:
+    """The causal rows per layer (delta loss, nats; its 95% CI over sequences), with how many sequences; '' when
+    the table has none."""
+    metrics = causal_metrics(df)
+    if not metrics:
+        return ""
+    rows = df[df["metric"] == metrics[0]].iloc[0]
+    how = "first-order estimates (attribution)" if metrics[0].endswith("_attribution") else "exact"
+    return (f"[probe] causal rows, {how}: delta loss (nats) when the layer's part is removed, 95% CI over "
+            f"{int(rows['n_sequences'])} sequences\n" + format_summary(df, metrics, prefix=CAUSAL_PREFIX))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -130,14 +167,16 @@ def run(args: argparse.Namespace) -> int:
         import torch
 
         torch.set_num_threads(args.threads)
-    df = probe(args.model, config=cfg, trust_remote_code=args.trust_remote_code, revision=args.revision,
-               progress=args.progress)
-    timing = df.attrs.get("timing", {})
-    first = df.iloc[0]
-    print(f"[probe] {first['model']} backend={first['backend']} positions={first['positions']} "
-          f"seq_len={first['seq_len']} text={first['text_source']} "
-          f"({timing.get('positions', '?')} positions, {timing.get('probe_s', float('nan')):.1f} s)")
+    try:
+        df = probe(args.model, config=cfg, trust_remote_code=args.trust_remote_code, revision=args.revision,
+                   progress=args.progress)
+    except KeyboardInterrupt as stop:
+        stop.kept = INTERRUPTED   # interp.cli.main says it
+        raise
+    print(header(df))
     print(format_summary(df))
+    if causal_metrics(df):
+        print(causal_summary(df))
     for path in save_table(df, out, csv=args.csv):
         print(f"[probe] wrote {path}")
     return 0

@@ -3,6 +3,8 @@ the per-architecture adapter table, TL/nnsight wrappers.
 
     resolve.py    what a model spec is (the one resolver, for every entry point)
     tl_adapters.py  SiteMaps derived from TransformerLens's own architecture adapters
+    families.py   the TL families checked against plain hooks, refused, or not built (the docs' list)
+    tiny.py       tiny random models of any family by class name, a word tokenizer (tests and validation)
     attention.py  the attention implementation an architecture can run (sdpa, else eager, said once)
     hub.py        the hub: TransformerLens names, revisions, snapshots (the one module that downloads)
     adapters.py   SiteMap per architecture (residual sites, MLP and its projections), unwrap(model),
@@ -44,6 +46,8 @@ _EXPORTS = {
     'layer_modules': 'adapters',
     'mlp_modules': 'adapters',
     'mlp_down_modules': 'adapters',
+    'unflatten_tokens': 'adapters',
+    'suggested_site_map': 'adapters',
     'lens_modules': 'adapters',
     'CONTEXT_FIELDS': 'adapters',
     'context_length': 'adapters',
@@ -62,6 +66,8 @@ _EXPORTS = {
     'load_pretrained': 'load',
     'to_transformer_bridge': 'wrappers',
     'to_nnsight': 'wrappers',
+    'tiny_any_hf': 'tiny',
+    'save_tiny': 'tiny',
 }
 
 __getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)

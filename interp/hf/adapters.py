@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import inspect
 import numbers
+import re
 from dataclasses import dataclass
 from typing import Any
 
-from torch import nn
+from torch import Tensor, nn
 
 from interp._util.errors import InputError
 from interp.hf.resolve import CONTEXT_FIELDS
@@ -36,6 +37,11 @@ class SiteMap:
     Inside the MLP, `mlp_in` are the projections that read its (normalised) input, one row per neuron (a fused
     gate-up, `mlp_in_fused`: rows [gate; up], neuron i at rows i and d_mlp + i), and `mlp_down` is the projection
     whose INPUT is the neurons (its i-th input channel is neuron i; None for a mixture of experts).
+    Blocks that compute a residual term inline name the module that produces it: `mlp_out` (Bloom's and MPT's MLP
+    add the residual themselves, so the term is their down projection's output; OPT and XGLM have no MLP module,
+    `mlp` = "" = the layer itself, and the term is fc2's output) and `attn_out` (Bloom's attention adds the
+    residual: its `dense`). OPT's layer runs its MLP on the tokens flattened to [batch * pos, d]: readers view a
+    2-D site tensor as [batch, pos, d] (`unflatten_tokens`).
     """
 
     layers: str                 # from the model root, e.g. "model.layers"
@@ -51,21 +57,43 @@ class SiteMap:
     unembed: str = "lm_head"                            # from the model root; final_norm's output -> logits
     parallel: bool = False      # attention and MLP both read h; their outputs are added together
     mlp_in_fused: bool = False  # mlp_in is one fused [gate; up] projection (Phi-3's gate_up_proj)
+    mlp_out: str | None = None  # relative to a layer; its output is the raw MLP term where `mlp`'s is not
+    attn_out: str | None = None  # relative to a layer; its output is the raw attention term where `attn`'s is not
+
+    def __post_init__(self) -> None:
+        if not self.mlp and not (self.mlp_in and self.mlp_out):
+            raise ValueError("SiteMap(mlp=''): a layer that holds its MLP's projections itself needs mlp_in (the "
+                             "projections that read the MLP's input) and mlp_out (the one whose output is its term)")
+
+    def within_mlp(self, path: str) -> str:
+        """A path relative to the MLP (mlp_in, mlp_down) as a path relative to the layer."""
+        return f"{self.mlp}.{path}" if self.mlp else path
+
+    @property
+    def mlp_term_module(self) -> str:
+        """Layer-relative module whose OUTPUT is the raw MLP term (before a post-MLP norm): what skip_mlp zeroes."""
+        return self.mlp_out or self.mlp
 
     @property
     def mlp_out_module(self) -> str:
         """Layer-relative module whose OUTPUT equals `hook_mlp_out` (the term added to the stream)."""
-        return self.post_mlp_norm or self.mlp
+        return self.post_mlp_norm or self.mlp_term_module
 
     @property
     def attn_out_module(self) -> str:
         """Layer-relative module whose OUTPUT[0] (or output) equals `hook_attn_out`."""
-        return self.post_attn_norm or self.attn
+        return self.post_attn_norm or self.attn_out or self.attn
+
+    @property
+    def mlp_read_module(self) -> str:
+        """Layer-relative module whose INPUT is what the MLP reads (its normalised input: `hook_mlp_in`): the MLP,
+        or, where the layer itself holds the MLP's projections (OPT, XGLM), the first of them."""
+        return self.mlp or self.within_mlp(self.mlp_in[0])
 
     @property
     def resid_mid_module(self) -> str | None:
         """Layer-relative module whose INPUT is `hook_resid_mid`; None for a parallel block (derived there)."""
-        return None if self.parallel else self.mlp_input_norm or self.mlp
+        return None if self.parallel else self.mlp_input_norm or self.mlp_read_module
 
     @property
     def style(self) -> str:
@@ -122,17 +150,20 @@ def site_map_for(model: Any) -> SiteMap:
         if module is not None:
             sites = _checked(module, sites)
     except ValueError as err:
-        raise ValueError(
-            f"no SiteMap for architecture {arch!r}: {err}. Add one with "
-            f"interp.hf.register_site_map({arch!r}, SiteMap(layers='model.layers', mlp='mlp', "
-            f"attn='self_attn', mlp_input_norm=..., post_mlp_norm=None, post_attn_norm=None, "
-            f"final_norm='model.norm', notes=..., mlp_in=('gate_proj', 'up_proj'), mlp_down='down_proj')), "
-            f"reading the decoder layer's forward() to see which norm receives the residual stream before the "
-            f"MLP (docs/probes.md, 'Block styles').") from None
+        raise ValueError(f"no SiteMap for architecture {arch!r}: {err}. {suggested_site_map(arch, module)}") from None
     sites = _DERIVED.setdefault(sites, sites)
     if module is not None and config is not None:
         _BY_CONFIG[id(config)] = (config, sites)
     return sites
+
+
+def site_map_or_none(model: Any) -> SiteMap | None:
+    """site_map_for(model), or None for an architecture without one: loading, evaluation and generation need no
+    residual map, so only what hooks the sites (probes, ablations) refuses such a model, with the reason."""
+    try:
+        return site_map_for(model)
+    except ValueError:
+        return None
 
 
 def _checked(root: nn.Module, sites: SiteMap) -> SiteMap:
@@ -152,19 +183,91 @@ def _checked(root: nn.Module, sites: SiteMap) -> SiteMap:
         layers = root.get_submodule(sites.layers)
     except AttributeError as err:
         raise ValueError(f"the model lacks a module TransformerLens names ({err})") from None
-    mlp_forward = type(get_submodule(layers[0], sites.mlp)).forward
-    if "residual" in inspect.signature(mlp_forward).parameters:  # MPT, Bloom: mlp(x, residual) = residual + ...
-        raise ValueError(f"its MLP {sites.mlp!r} adds the residual stream itself (forward(..., residual)), so its "
-                         "output is not what the MLP adds to the stream")
-    paths = [p for p in (sites.mlp, sites.attn, sites.mlp_input_norm, sites.post_mlp_norm, sites.post_attn_norm)
-             if p is not None]
+    paths = [p for p in (sites.mlp, sites.attn, sites.mlp_input_norm, sites.post_mlp_norm, sites.post_attn_norm,
+                         sites.mlp_out, sites.attn_out, sites.mlp_read_module) if p is not None]
     for l, layer in enumerate(layers):
         for path in paths:
             try:
                 layer.get_submodule(path)
             except AttributeError:
                 raise ValueError(f"layer {l} has no {path!r} (its layers are not all alike: a hybrid model?)") from None
+    for what, path in (("MLP", sites.mlp_term_module), ("attention", sites.attn_out_module)):
+        forward = type(layers[0].get_submodule(path)).forward
+        if "residual" in inspect.signature(forward).parameters:  # MPT's, Bloom's: mlp(x, residual) = residual + ...
+            raise ValueError(f"its {what} {path!r} adds the residual stream itself (forward(..., residual)), so its "
+                             f"output is not what the {what} adds to the stream, and TransformerLens names no "
+                             "projection that produces the term")
     return sites
+
+
+_NORM_NAME = re.compile(r"norm|^ln|_ln|ln_", re.IGNORECASE)
+_ATTN_NAME = re.compile(r"attn|attention", re.IGNORECASE)
+_MLP_NAME = re.compile(r"mlp|ffn|feed_forward|feedforward", re.IGNORECASE)
+
+
+def suggested_site_map(arch: str, root: nn.Module | None = None) -> str:
+    """The register_site_map call to start from, with the module paths of the model at hand (of `arch` built on
+    the meta device from its default config when no model is given), guessed from their names and kinds, and
+    layer 0's children listed to check the guesses against its forward()."""
+    if root is None:
+        root = _meta_model(arch)
+    g = _guess(root) if root is not None else None
+    if g is None:
+        fields = ("layers=..., mlp=..., attn=..., mlp_input_norm=..., post_mlp_norm=None, post_attn_norm=None, "
+                  "final_norm=..., unembed=..., mlp_in=(...), mlp_down=...")
+        seen = ""
+    else:
+        fields = ", ".join(f"{k}={v!r}" for k, v in g.items() if not k.startswith("_"))
+        seen = f" (guessed from the module names; layer 0 of {g['_layers']} holds: {g['_children']})"
+    return (f"Add one with interp.hf.register_site_map({arch!r}, interp.hf.SiteMap({fields}, notes=...)){seen}, "
+            "reading the decoder layer's forward() to see which norm receives the residual stream before the MLP and "
+            "whether a sublayer adds the residual itself (then name the projection that produces its term as mlp_out "
+            "/ attn_out; docs/probes.md, 'Block styles')")
+
+
+def _meta_model(arch: str) -> nn.Module | None:
+    """`arch` built from its default config on the meta device (no memory), or None when transformers cannot."""
+    import torch
+
+    from interp.hf.tl_adapters import default_config
+
+    try:
+        config = default_config(arch)
+        if config is None:
+            return None
+        from transformers import AutoModelForCausalLM
+
+        with torch.device("meta"):
+            return AutoModelForCausalLM.from_config(config)
+    except Exception:  # noqa: BLE001 - only a suggestion: any failure leaves the template generic
+        return None
+
+
+def _guess(root: nn.Module) -> dict[str, Any] | None:
+    """SiteMap fields guessed from `root`'s module names: the longest list of alike modules is the layer stack;
+    in layer 0, attention / MLP / norms by name (norms in registration order: the second feeds the MLP), the
+    MLP's linear children (the last reads the neurons); the last norm outside the stack is the final norm."""
+    stacks = [(n, m) for n, m in root.named_modules() if isinstance(m, nn.ModuleList) and len(m)
+              and len({type(x) for x in m}) == 1]
+    if not stacks:
+        return None
+    layers_path, stack = max(stacks, key=lambda nm: len(nm[1]))
+    children = list(stack[0].named_children())
+    attn, mlp = (next((n for n, _ in children if pattern.search(n)), None) for pattern in (_ATTN_NAME, _MLP_NAME))
+    mlp = mlp or ""
+    norms = [n for n, m in children if _NORM_NAME.search(n) or "Norm" in type(m).__name__]
+    holder = stack[0].get_submodule(mlp)
+    linear = [n for n, m in holder.named_children() if n != attn and type(m).__name__ in ("Linear", "Conv1D")]
+    final = [n for n, m in root.named_modules() if n and not n.startswith(layers_path)
+             and (_NORM_NAME.search(n.rsplit(".", 1)[-1]) or "Norm" in type(m).__name__)]
+    head = root.get_output_embeddings() if hasattr(root, "get_output_embeddings") else None
+    unembed = next((n for n, m in root.named_modules() if head is not None and m is head), None)
+    return {"layers": layers_path, "mlp": mlp, "attn": attn or "...",
+            "mlp_input_norm": norms[1] if len(norms) > 1 else None, "post_mlp_norm": None, "post_attn_norm": None,
+            "final_norm": final[-1] if final else "...", "unembed": unembed or "...",
+            "mlp_in": tuple(linear[:-1]), "mlp_down": linear[-1] if linear else None,
+            **({"mlp_out": linear[-1] if linear else "..."} if not mlp else {}),
+            "_layers": layers_path, "_children": ", ".join(f"{n} ({type(m).__name__})" for n, m in children)}
 
 
 def get_submodule(root: nn.Module, dotted: str) -> nn.Module:
@@ -215,9 +318,10 @@ def layer_modules(model: Any) -> list[nn.Module]:
 
 
 def mlp_modules(model: Any) -> list[nn.Module]:
-    """Each layer's MLP module (its output is the raw MLP output), in depth order."""
+    """Each layer's module whose output is the raw MLP term (SiteMap.mlp_term_module: the MLP itself, or the
+    projection that produces the term where the MLP adds the residual itself or is no module), in depth order."""
     _root, sites = root_and_sites(model)
-    return [get_submodule(layer, sites.mlp) for layer in layer_modules(model)]
+    return [get_submodule(layer, sites.mlp_term_module) for layer in layer_modules(model)]
 
 
 def mlp_down_modules(model: Any) -> list[nn.Module]:
@@ -225,9 +329,19 @@ def mlp_down_modules(model: Any) -> list[nn.Module]:
     mixture of experts, which has one per expert."""
     _root, sites = root_and_sites(model)
     if sites.mlp_down is None:
-        raise ValueError(f"{type(unwrap(model)).__name__}'s MLP has no single down projection (a mixture of "
-                         "experts?), so its neurons cannot be scored or removed")
-    return [get_submodule(mlp, sites.mlp_down) for mlp in mlp_modules(model)]
+        raise ValueError(f"{type(unwrap(model)).__name__}'s MLP is a mixture of experts (no single down "
+                         "projection), so its neurons cannot be scored or removed; whole-MLP rows (skip_mlp, "
+                         "mean_mlp) and the other layer ablations work")
+    return [get_submodule(layer, sites.within_mlp(sites.mlp_down)) for layer in layer_modules(model)]
+
+
+def unflatten_tokens(x: Tensor, batch_pos: tuple[int, int]) -> Tensor:
+    """A site tensor as [batch, pos, ...]: OPT's layer runs its MLP side on the tokens flattened to
+    [batch * pos, d], so its norm, fc1 and fc2 see 2-D tensors; a [batch, pos, ...] tensor is returned as is."""
+    batch, pos = batch_pos
+    if x.dim() == 2 and x.shape[0] == batch * pos:
+        return x.view(batch, pos, x.shape[-1])
+    return x
 
 
 def lens_modules(model: Any) -> tuple[nn.Module, nn.Module]:

@@ -31,7 +31,7 @@ from interp._util.io import file_fingerprint, file_sha256, safetensors_header
 from interp._util.paths import CONFIG_FILE
 from interp.data.registry import REGISTRY
 from interp.hf.attention import attention_for
-from interp.hf.adapters import SiteMap, layer_modules, site_map_for
+from interp.hf.adapters import SiteMap, layer_modules, site_map_or_none
 from interp.hf.export import register_tapered_llama
 from interp.hf.cache import _cache_path, _drop_quantization_state, _save_cache, _valid_cache
 from interp.hf.registry import DEFAULT_MODEL
@@ -52,7 +52,7 @@ class LoadedModel:
     name: str            # registry name, or the path / hub id as given
     source: str          # resolved file/dir path or hub id the weights came from
     architecture: str    # type(model).__name__
-    sites: SiteMap
+    sites: SiteMap | None             # None: no residual map (evaluation needs none; the probes say why)
     from_cache: bool = False          # weights read from the dequantized safetensors cache
     timings: dict[str, float] = field(default_factory=dict)  # {"model_s", "tokenizer_s", "total_s"}
     ref: ModelRef | None = None       # what was loaded (a hub model's: with its revision and commit)
@@ -404,7 +404,7 @@ def load_model(ref: ModelRef, dtype: torch.dtype | str = torch.float32, use_cach
     model.config.architectures = [type(model).__name__]
     timings["total_s"] = time.perf_counter() - start
     return LoadedModel(model=model, tokenizer=tokenizer, name=ref.spec, source=source,
-                       architecture=type(model).__name__, sites=site_map_for(model),
+                       architecture=type(model).__name__, sites=site_map_or_none(model),
                        from_cache=from_cache, timings=timings, ref=ref)
 
 

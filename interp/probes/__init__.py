@@ -11,6 +11,7 @@ One module per job:
   text         the text, its tokens and the token batches
   backends/    one module per way of reading activations (torch, transformer_lens, nnsight, hookpoints)
   massive      the massive-activation scan (residual_abs_mean, massive_dims)
+  reference    an independent float64 computation of the measures from plain HF hooks (engine validation)
   run          accumulate, probe_model, probe
   table        the tidy table (TABLE_COLUMNS, to_frame, save_table)
   outputs      output paths checked before any work (check_output); torch-free
@@ -72,6 +73,10 @@ _EXPORTS = {
     # massive activations
     'residual_abs_mean': 'massive',
     'massive_dims': 'massive',
+    # the independent float64 reference (analyses/engine_validation.py)
+    'REFERENCE_MEASURES': 'reference',
+    'reference_measures': 'reference',
+    'layer_dropped': 'reference',
     # the run and the table
     'accumulate': 'run',
     'probe_model': 'run',

@@ -54,7 +54,7 @@ from interp.jobs.parts import (failed_part, lock_task, merge_table, part_files, 
                                write_part)
 from interp.jobs.runner import Outcome
 from interp.jobs.targets import Target, expand_paths, parse_checkpoints, select_checkpoints
-from interp.probes.config import ProbeConfig
+from interp.probes.config import DEFAULT_CAUSAL_TOKENS, ProbeConfig
 from interp.probes.outputs import check_output
 
 # Importing this module imports no torch (the CLI builds `interp batch --help` from BatchConfig's
@@ -82,7 +82,8 @@ BATCH_SEQ_LEN = 256   # an unset --seq-len: this, or the shortest context among 
 # ProbeConfig fields added after batch tables were first written: they enter the settings hash only when
 # set, so the parts of earlier tables keep their keys (and are still skipped).
 LATER_SETTINGS = {"reference": "raw", "exclude_massive_dims": None, "causal": False, "device": "cpu",
-                  "model_dtype": "float32", "device_map": None}
+                  "model_dtype": "float32", "device_map": None, "causal_tokens": DEFAULT_CAUSAL_TOKENS,
+                  "causal_method": "exact"}
 # Columns whose absence marks a part written before its rows' numbers changed meaning: ci_method came with the
 # sequence-level CIs (2026-12-03; before, ci_low/ci_high and sem were per-token). Such a part is recomputed.
 PART_FORMAT = ("ci_method",)

@@ -49,6 +49,12 @@ def parse_exclude_dims(spec: str) -> int | list[int]:
 
 
 DEFAULT_SEQ_LEN = 512   # probe()'s sequence length when none is given and the model's context allows it
+# The causal rows' own budget (--causal-tokens): 8 sequences of 512, chosen from the CI width against tokens measured
+# on SmolLM2-135M (docs/probes.md, 'Causal rows'); their deltas are paired per sequence and converge faster than the
+# probe's 16,384-token means need.
+DEFAULT_CAUSAL_TOKENS = 4096
+CAUSAL_METHODS = ("exact", "attribution")   # measured, or estimated to first order (interp.ablations.attribution)
+CAUSAL_TIME = "about 13 min on 2 quiet cores, probe included"   # benchmarks/RESULTS.md, bench_causal
 
 
 @dataclass
@@ -80,8 +86,17 @@ class ProbeConfig:
     tokenizer: str | None = option(None, "tokenizer name for interp.data.get_tokenizer, overriding the model's own")
     device: str = device_option()
     causal: bool = option(False, "also the causal rows (interp.ablations.layers): per layer, delta loss when its "
-                          "MLP is skipped, mean-ablated, its attention skipped, or the whole block removed; 1 + 4 x "
-                          "n_layers more forwards (joined by interp.causal.probe / run_batch, not interp.probes')")
+                          "MLP is skipped, mean-ablated, its attention skipped, or the whole block removed, over "
+                          "--causal-tokens; about 2 + 2 x (n_layers + 2) forwards of those tokens, each pass resumed "
+                          "at the layer it ablates (SmolLM2-135M at the defaults: " + CAUSAL_TIME + "; joined by "
+                          "interp.causal.probe / run_batch, not interp.probes')")
+    causal_tokens: int = option(DEFAULT_CAUSAL_TOKENS, "positions the causal rows run over: the probe's first "
+                                "sequences, as many as fit; 0: all of --tokens. The default comes from "
+                                "a measured curve of CI width against tokens (docs/probes.md, 'Causal rows')")
+    causal_method: str = option("exact", "exact: every row measured; attribution: every row estimated to first order "
+                                "from one forward and one backward (grad . (patched - clean); about 3 forwards, an "
+                                "approximation: figures/attribution_vs_exact.csv says how good)",
+                                choices=CAUSAL_METHODS)
 
     def __post_init__(self) -> None:
         if isinstance(self.text, os.PathLike):
@@ -108,6 +123,11 @@ class ProbeConfig:
         parse_device_map(self.device_map)
         if isinstance(self.eps, bool) or not isinstance(self.eps, int | float) or not 0 < self.eps < math.inf:
             raise ValueError(f"eps={self.eps!r}: a positive finite floor for |a||b| (default {DEFAULT_EPS})")
+        if self.causal_method not in CAUSAL_METHODS:
+            raise ValueError(f"causal_method={self.causal_method!r}: choose one of {CAUSAL_METHODS}")
+        if isinstance(self.causal_tokens, bool) or not isinstance(self.causal_tokens, int) or self.causal_tokens < 0:
+            raise ValueError(f"causal_tokens={self.causal_tokens!r}: a number of positions >= 0 (0: all of tokens; "
+                             f"default {DEFAULT_CAUSAL_TOKENS})")
         if self.seq_len is None:   # fitted to the model by for_context(), and checked in full then
             if isinstance(self.batch_size, bool) or not isinstance(self.batch_size, int) or self.batch_size < 1:
                 raise ValueError(f"need batch_size >= 1, got batch_size={self.batch_size}")
@@ -115,10 +135,20 @@ class ProbeConfig:
                 raise ValueError(f"tokens={self.tokens} is less than one sequence; raise tokens")
             return self
         sequence_plan(self.tokens, self.seq_len, self.batch_size, self.prepend_bos)
+        if self.causal and 0 < self.causal_tokens < self.seq_len:
+            raise ValueError(f"causal_tokens={self.causal_tokens} is less than one sequence of seq_len={self.seq_len}: "
+                             f"raise causal_tokens to >= {self.seq_len} (2 sequences or more give a CI), or 0 for all "
+                             "of tokens")
         if self.positions == "skip_first" and self.seq_len < 2:
             raise ValueError(f"seq_len={self.seq_len} with positions=skip_first counts no token (position 0 of each "
                              "sequence is left out): raise seq_len to >= 2, or pass positions=all")
         return self
+
+    def causal_sequences(self, n_sequences: int) -> int:
+        """How many of the probe's `n_sequences` sequences (from the first) the causal rows run over."""
+        if self.causal_tokens == 0 or self.seq_len is None:
+            return n_sequences
+        return max(1, min(n_sequences, self.causal_tokens // self.seq_len))
 
     def for_context(self, context: int | None, default: int = DEFAULT_SEQ_LEN) -> ProbeConfig:
         """This config with seq_len fitted to a model of `context` positions (None: unknown): a seq_len left

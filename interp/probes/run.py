@@ -37,9 +37,10 @@ from interp.probes.text import _bos_id, encode_text, load_text, text_sha256, tok
 if TYPE_CHECKING:
     import pandas as pd
 
-# extra_rows of probe(): (the correlational rows, the model, its token batches, the config) -> the table with more
-# rows joined, for the same model, tokens and positions (interp.causal.add_causal_rows: the causal rows)
-ExtraRows = Callable[["pd.DataFrame", Any, "list[Tensor]", ProbeConfig], "pd.DataFrame"]
+# extra_rows of probe(): (the correlational rows, the model, its token batches, the config, progress=bool) -> the
+# table with more rows joined, for the same model, tokens and positions (interp.causal.add_causal_rows: the causal
+# rows); progress: whether probe() was asked to report on stderr
+ExtraRows = Callable[..., "pd.DataFrame"]
 
 
 def accumulate(model: Any, batches: Iterable[Tensor | dict], backend: str = "torch",
@@ -244,9 +245,14 @@ def probe(model: Any = "smollm2-135m", text: str | Path | None = None, *, config
     _check_vocab(ids if bos is None else [*ids, bos], model_obj, tok)
     batches = token_batches(ids, cfg.tokens, cfg.seq_len, cfg.batch_size, bos)
     if cfg.backend == "transformer_lens" and isinstance(model_obj, hf.LoadedModel) and model_obj is not model:
+        if cfg.causal:   # the bridge wraps the modules in place: hooks on its components would never fire
+            raise InputError("the causal rows hook a Hugging Face model's own modules, which a TransformerBridge "
+                             "wraps in place (their hooks would never fire)", field="backend=transformer_lens",
+                             fix="probe with --backend torch or nnsight for --causal: the probe rows are the same")
         model_obj = hf.to_transformer_bridge(model_obj, inplace=True)  # we own it: no copy needed
     start = time.perf_counter()
-    report = progress_reporter(len(batches), f"probe {label}", "batches", enabled=progress)
+    phase = " (phase 1 of 2; the causal rows next)" if extra_rows is not None else ""
+    report = progress_reporter(len(batches), f"probe {label}{phase}", "batches", enabled=progress)
     acc = accumulate(model_obj, batches, cfg.backend, cfg.metrics, cfg.positions, cfg.dtype, cfg.eps, cfg.reference,
                      cfg.exclude_massive_dims, progress=report)
     report.close()
@@ -264,9 +270,16 @@ def probe(model: Any = "smollm2-135m", text: str | Path | None = None, *, config
                   **load_columns, tokenizer=tokenizer_label)
     _refuse_nonfinite(df, label)
     df = mask_absent_mlps(df, absent_mlp_layers(model_obj))
-    if extra_rows is not None:  # the same model, tokens and positions: rows that join the correlational ones
-        df = extra_rows(df, model_obj, batches, cfg)
     n_positions = sum(b.numel() for b in batches)
-    df.attrs["timing"] = {"load_s": load_s, "probe_s": probe_s, "positions": n_positions,
-                          "positions_per_s": n_positions / probe_s if probe_s else float("nan")}
+    timing = {"load_s": load_s, "probe_s": probe_s, "positions": n_positions,
+              "positions_per_s": n_positions / probe_s if probe_s else float("nan")}
+    # how the model was loaded, for a summary's header (the columns hold it only where not the default)
+    load = {"revision": getattr(ref, "revision", None) or "", "commit": getattr(ref, "commit", None) or "",
+            "model_dtype": str(model_dtype(model_obj)).removeprefix("torch.")}
+    df.attrs.update(timing=timing, load=load)
+    if extra_rows is not None:  # the same model, tokens and positions: rows that join the correlational ones
+        start = time.perf_counter()
+        df = extra_rows(df, model_obj, batches, cfg, progress=progress)
+        timing["extra_s"] = time.perf_counter() - start
+        df.attrs.update(timing=timing, load=load)
     return df

@@ -754,7 +754,8 @@ def test_probe_and_batch_flags_are_generated_from_probe_config(monkeypatch):
 
     expected = {"--text", "--tokens", "--seq-len", "--batch-size", "--backend", "--positions", "--prepend-bos",
                 "--no-prepend-bos", "--dtype", "--metrics", "--reference", "--exclude-massive-dims", "--eps",
-                "--tokenizer", "--device", "--causal", "--no-causal", "--model-dtype", "--device-map"}
+                "--tokenizer", "--device", "--causal", "--no-causal", "--causal-tokens",
+                "--causal-method", "--model-dtype", "--device-map"}
     assert probe_flags("probe") == probe_flags("batch") == expected
     # defaults: probe's are ProbeConfig's, batch's its own tokens / seq_len; both parse every flag the same way
     assert probe_config(build_parser().parse_args(["probe"])) == config.ProbeConfig()

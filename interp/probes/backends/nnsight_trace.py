@@ -9,6 +9,7 @@ from typing import Any
 import torch
 
 from interp._util.devices import model_device
+from interp.hf import unflatten_tokens
 from interp.probes.backends.base import Backend, Plan, _batch_parts, _first, _reference, _Target
 from interp.probes.backends.targets import module_plan
 from interp.probes.backends.torch_hooks import _run_torch
@@ -55,7 +56,8 @@ def _run_nnsight(target: _Target, batches: Iterable, acc: Any, positions: str) -
             for layer, layer_sites in enumerate(target.sites):
                 for s in layer_sites:
                     envoy = _envoy(lm, s.module)
-                    acc.feed(layer, s.site, envoy.input if s.kind == "input" else _first(envoy.output))
+                    x = envoy.input if s.kind == "input" else _first(envoy.output)
+                    acc.feed(layer, s.site, unflatten_tokens(x, (ids.shape[0], ids.shape[1])))  # OPT: [b * p, d]
             tracer.stop()  # nothing after the last layer is needed
         acc.end_batch()
 

@@ -62,7 +62,7 @@ def _hf_target(loaded: Any, mlp_in: bool = False) -> _Target:
         raise ValueError(f"cannot probe {type(unwrap(loaded)).__name__}: its MLP and residual sites are unknown. "
                          f"{err}") from None
     layers = layer_modules(loaded)
-    for rel in (sm.resid_mid_module or sm.attn_out_module, sm.mlp_out_module, sm.mlp):
+    for rel in (sm.resid_mid_module or sm.attn_out_module, sm.mlp_out_module, sm.mlp_read_module):
         get_submodule(layers[0], rel)  # AttributeError naming the SiteMap entry if it is wrong
     sites = [_hf_layer_sites(sm, l, mlp_in) for l in range(len(layers))]
     mlp_site = f"{sm.mlp_out_module} output" + (" (post-MLP norm, what is added to the stream)" if sm.post_mlp_norm else "")
@@ -81,7 +81,7 @@ def _hf_layer_sites(sm: Any, layer: int | str, mlp_in: bool = False) -> list[_Si
     middle = (_Site("attn_out", f"{where}.{sm.attn_out_module}", "output") if sm.parallel
               else _Site("resid_mid", f"{where}.{sm.resid_mid_module}", "input"))
     return [_Site("resid_pre", where, "input"), middle,
-            *([_Site("mlp_in", f"{where}.{sm.mlp}", "input")] if mlp_in else []),
+            *([_Site("mlp_in", f"{where}.{sm.mlp_read_module}", "input")] if mlp_in else []),
             _Site("mlp_out", f"{where}.{sm.mlp_out_module}", "output"),
             _Site("resid_post", where, "output")]
 
