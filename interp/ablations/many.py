@@ -2,15 +2,17 @@
 one resumable table, as a job of interp.jobs (a model is a target), run locally, under torchrun or on Slurm.
 
 Each model's rows (run_pretrained_ablation, with a status column) go to OUT.parts/<key>.parquet, key = the model's
-content (interp.jobs.keys: weights and definition files of a path; a registry model's package key; a hub id with
-its revision) and the hash of every AblationConfig field that changes the numbers; a rerun skips finished models.
-A model that cannot be loaded or ablated is one status="failed" row. OUT is rebuilt from the parts.
+content (interp.jobs.keys: weights and definition files of a path, a run folder's those of its final model; a
+registry model's package key; a hub id with the commit its revision resolves to) and the hash of every
+AblationConfig field that changes the numbers; a rerun skips finished models, and only while they are the same
+model (a moved branch or a retrained run is ablated again). A model that cannot be loaded or ablated is one
+status="failed" row. OUT is rebuilt from the parts.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -19,12 +21,13 @@ from interp._util.errors import one_line
 from interp._util.io import claim_parts, text_sha256
 from interp.ablations.config import AblationConfig
 from interp.hf.registry import REGISTRY
+from interp.hf.resolve import resolve_model
 from interp.jobs.executors import ExecutorConfig, JobsResult, execute
-from interp.jobs.keys import definition_sha256, registry_key, settings_hash, weights_sha256
+from interp.jobs.keys import definition_sha256, ref_weights_sha256, registry_key, settings_hash, weights_sha256
 from interp.jobs.parts import (check_table_outputs, failed_part, lock_task, merge_table, part_files, parts_dir,
                                sort_rows, write_part)
 from interp.jobs.runner import Outcome
-from interp.jobs.targets import expand_paths
+from interp.jobs.targets import Target, expand_paths, hub_targets
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -46,21 +49,27 @@ class ManyConfig:
     execution: ExecutorConfig = field(default_factory=ExecutorConfig)
 
 
-_PLAIN_SPEC = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@+-]{0,26}")   # kept as written: "spec:" + it fits the 32 kept
-
-
-def _model_key(spec: str) -> str:
-    """What identifies the model `spec`: a path's weights and definition files; else the spec itself (a registry
-    name keys by its package version inside the loader; a hub id names its revision as MODEL@REV). A key names a
-    part file, never a path: a spec that is not a plain file name (a hub id's "/", a revision's "..") or is longer
-    than the key keeps of it is hashed, so it neither lands in a folder no merge reads nor collides when cut."""
+def _model_key(spec: str, revision: str | None = None) -> str:
+    """What identifies the model `spec` loads, so that a rerun skips it only if it is still the same model: a path's
+    weights and definition files (a run folder: those of the model it loads, its final one, so a retrained run is a
+    new key); a hub id's commit, the one its revision (or MODEL@REV, or main) resolves to now (one request for the
+    repo's refs; offline, the cache's), so a moved branch or another revision is a new key; a registry name's
+    package key. A key names a part file, never a path."""
+    if spec in REGISTRY and not Path(spec).expanduser().exists():
+        return registry_key(spec)
+    ref = resolve_model(spec, revision=revision)
+    if ref.kind == "hub":
+        [target] = hub_targets(spec, revision)
+        return f"hub-{text_sha256(f'{target.run}@{target.commit}')[:27]}"
     if Path(spec).expanduser().exists():
         found = expand_paths([spec])
-        if len(found) == 1 and found[0].kind != "hub":
+        if len(found) == 1:   # the key of every part written before run folders were keyed by their model
             return f"{weights_sha256(found[0])}-{definition_sha256(found[0])}"
-    if spec in REGISTRY:
-        return registry_key(spec)
-    return f"spec:{spec}" if _PLAIN_SPEC.fullmatch(spec) else f"spec-{text_sha256(spec)[:16]}"
+    weights = ref_weights_sha256(ref)
+    if weights and ref.path is not None:
+        definition = "" if ref.kind == "gguf" else definition_sha256(Target(Path(ref.path), ref.kind))
+        return f"{weights}-{definition}"
+    return f"spec-{text_sha256(spec)[:16]}"   # a model object's spec, nothing on disk to hash
 
 
 def _order(df: pd.DataFrame) -> pd.DataFrame:
@@ -98,6 +107,24 @@ class AblationJob:
     def merge(self) -> pd.DataFrame:
         return merge_table(self.out, _order, self.cfg.csv)
 
+    def _superseded(self, spec: str, rows: pd.DataFrame, part: Path) -> list[Path]:
+        """The other parts of this MODEL, at the same settings and revision as `rows`: what it held before its
+        content changed under the same name (so the table keeps the rows of the model as it is now)."""
+        import pandas as pd
+
+        revision = set(rows["revision"].fillna("").astype(str)) if "revision" in rows else {""}
+        found = []
+        for path in part_files(self.out):
+            if path == part or not path.name.endswith(f"-{self.settings}.parquet"):
+                continue
+            old = pd.read_parquet(path)
+            if "model_spec" not in old or set(old["model_spec"]) != {spec}:
+                continue
+            old_revision = set(old["revision"].fillna("").astype(str)) if "revision" in old else {""}
+            if old_revision == revision:
+                found.append(path)
+        return found
+
     def do(self, spec: str) -> Outcome:
         import pandas as pd
 
@@ -105,7 +132,7 @@ class AblationJob:
 
         key = ""
         try:
-            key = f"{_model_key(spec)[:32]}-{self.settings}"
+            key = f"{_model_key(spec, self.cfg.ablation.revision)[:32]}-{self.settings}"
             part = self.parts / f"{key}.parquet"
             if part.is_file():
                 return Outcome("skipped")
@@ -114,6 +141,10 @@ class AblationJob:
             df["status"], df["error"], df["key"] = "ok", "", key
             write_part(df, part)
             failed_part(self.parts, spec).unlink(missing_ok=True)
+            for old in self._superseded(spec, df, part):
+                print(f"[ablate] {spec}: {old.name} held the rows of the model it was before (a moved branch, a "
+                      "retrained run): replaced", file=sys.stderr, flush=True)
+                old.unlink(missing_ok=True)
             return Outcome("done")
         except Exception as err:  # one broken model must not stop the others
             message = f"{type(err).__name__}: {one_line(err)}"

@@ -78,7 +78,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     model.add_argument("model", metavar="MODEL", nargs="+", help=_model_help() + "; several: one table of all")
     _add_ablation_arguments(model, exclude=("model",))
     model.add_argument("--table", default=None, metavar="FILE",
-                       help="the resumable table of several models (default: OUT/ablation.parquet)")
+                       help="the resumable table of several models (default: OUT/ablation.parquet); given with one "
+                            "MODEL, that model goes into it")
     from interp.cli.jobs import add_executor_arguments
 
     add_executor_arguments(model)
@@ -124,7 +125,8 @@ def run_model(args: argparse.Namespace) -> int:
     from analyses import read_table
 
     models = args.model if isinstance(args.model, list) else [args.model]
-    if len(models) > 1 or getattr(args, "executor", None) is not None or getattr(args, "jobs", None) is not None:
+    if (len(models) > 1 or getattr(args, "table", None) is not None or getattr(args, "executor", None) is not None
+            or getattr(args, "jobs", None) is not None):   # --table with one model: its resumable table, not ignored
         return run_many(args, models)
     args.model = models[0]
     cfg = pretrained_config(args)
