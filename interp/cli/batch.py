@@ -45,6 +45,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="a checkpoint series of each hub id among the PATHs: a list (step0,step1000), a range "
                              "(step0..step143000:1000) or all (the repo's branches and tags); each row gets its step "
                              "(and tokens) from the revision's name")
+    parser.add_argument("--revision-pattern", default=None, metavar="REGEX",
+                        help="how the --revisions series names its steps, where no built-in scheme does (Pythia "
+                             "step1000, OLMo stage1-step1000-tokens4B, SmolLM2 step-240000, FineWeb ablations "
+                             "step-001000-2BT, ours step_000128): a regex matching the whole name with a group "
+                             "(?P<step>...) and/or (?P<tokens>...), tokens with an optional K/M/B/T unit, e.g. "
+                             "'ckpt-(?P<step>\\d+)-(?P<tokens>\\d+[KMBT])'; orders `all` and fills step/tokens")
     parser.add_argument("--follow-symlinks", action="store_true",
                         help="follow symlinks that lead out of a PATH's tree (each directory is visited once)")
     parser.add_argument("--csv", action="store_true", help="also write OUT as CSV beside the parquet file")
@@ -66,7 +72,8 @@ def config_from_args(args: argparse.Namespace) -> BatchConfig:
     return BatchConfig(paths=list(args.paths), out=str(args.out), probe=probe, csv=args.csv,
                        progress=not args.no_progress, threads=args.threads, follow_symlinks=args.follow_symlinks,
                        checkpoints=args.checkpoints, trust_remote_code=args.trust_remote_code,
-                       revision=args.revision, revisions=args.revisions, execution=executor_from_args(args))
+                       revision=args.revision, revisions=args.revisions, revision_pattern=args.revision_pattern,
+                       execution=executor_from_args(args))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -80,7 +87,8 @@ def run(args: argparse.Namespace) -> int:
         return run_merge(args)
     if args.dry_run:
         for t in select_checkpoints(expand_paths(args.paths, follow_symlinks=args.follow_symlinks,
-                                                 revision=args.revision, revisions=args.revisions),
+                                                 revision=args.revision, revisions=args.revisions,
+                                                 revision_pattern=args.revision_pattern),
                                     args.checkpoints):
             step = "" if t.step != t.step else f" step={int(t.step)}"
             commit = f" commit={t.commit[:12]}" if t.commit else ""

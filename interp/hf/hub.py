@@ -19,7 +19,8 @@ model is loaded, hashed and probed exactly like a save_pretrained folder, and it
 Names: TransformerLens's official names and aliases ("gpt2-small", "pythia-70m") resolve to their hub ids through
 TransformerLens's own table (official_name); a revision is "MODEL@REV" or revision= / --revision.
 Checkpoint series: revisions() expands "a,b,c", a range "step0..step143000:1000" or "all" (the repo's branches and
-tags), and step_of() reads the step (and tokens) a revision's name carries, by one table of naming schemes.
+tags), and step_of() reads the step (and tokens) a revision's name carries, by one table of naming schemes
+(Pythia, OLMo, SmolLM2, FineWeb ablations, ours) or a --revision-pattern regex (compile_revision_pattern).
 
 Nothing from a server is trusted: a revision or branch name (asked or listed), a commit id and a repo id are checked
 against the hub's grammar (git's ref-name rules; 40 hex digits; org/name) before any path or cache key is built
@@ -292,26 +293,111 @@ def _complete(path: Path) -> bool:
 # Checkpoint series
 # --------------------------------------------------------------------------------------------------
 
-# Naming schemes of checkpoint revisions, one regex each: what it matches and the tokens per unit it names.
+# Naming schemes of checkpoint revisions, one regex each (matched whole): group `step`, and `tokens` where the name
+# says (a number with its unit, read by tokens_of: 294B, 2B, 1.5T). Sources of the public names are cited per row.
 #   Pythia               step143000
 #   OLMo / OLMo-2        step1000-tokens4B, stage1-step140000-tokens294B (tokens in billions)
+#   SmolLM2              step-240000: HuggingFaceTB/SmolLM2-{135M,360M,1.7B}-intermediate-checkpoints, whose model
+#                        cards load `revision = "step-240000"` (135M), "step-160000" (360M), "step-125000" (1.7B);
+#                        step-1200000 and step-1440000 (135M) appear in public code. The name carries no tokens: the
+#                        cards give tokens = step x global batch (1,048,576 tokens for 135M, 2,097,152 for 1.7B), so
+#                        `tokens` stays NaN. Only those example names were seen, never a full branch listing: whether
+#                        every branch is written this way (no zero padding, no stage prefix) is not confirmed here.
+#                        (https://huggingface.co/HuggingFaceTB/SmolLM2-135M-intermediate-checkpoints, README)
+#   FineWeb ablations    step-001000-2BT: HuggingFaceFW/ablation-model-* (e.g. ablation-model-fineweb-edu), whose model
+#                        card says "The naming convention is `step-001000-2BT`": a zero-padded step, then the tokens
+#                        seen with a unit (M/B/T) and a final "T" for tokens (2BT = 2 billion tokens, 1,000 steps of a
+#                        ~2M-token batch; the model saw 350B in 167k steps)
+#                        (https://huggingface.co/HuggingFaceFW/ablation-model-fineweb-edu, README)
 #   ours                 step_000128 (interp's checkpoints/ folders)
+# Any other series: --revision-pattern REGEX (compile_revision_pattern), tried before this table.
 NAMING_SCHEMES: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("olmo", re.compile(r"^(?:stage(?P<stage>\d+)-)?step(?P<step>\d+)-tokens(?P<tokens>\d+)(?P<unit>[MBT])$")),
+    ("olmo", re.compile(r"^(?:stage(?P<stage>\d+)-)?step(?P<step>\d+)-tokens(?P<tokens>\d+[MBT])$")),
     ("pythia", re.compile(r"^step(?P<step>\d+)$")),
+    ("fineweb", re.compile(r"^step-(?P<step>\d+)-(?P<tokens>\d+(?:\.\d+)?[MBT])T$")),
+    ("smollm2", re.compile(r"^step-(?P<step>\d+)$")),
     ("interp", re.compile(r"^step_(?P<step>\d+)$")),
 )
-_UNITS = {"M": 1e6, "B": 1e9, "T": 1e12}
+_UNITS = {"": 1.0, "K": 1e3, "M": 1e6, "B": 1e9, "T": 1e12}
+_TOKENS = re.compile(r"^(?P<number>[0-9]+(?:\.[0-9]+)?)(?P<unit>[KMBT]?)$", re.IGNORECASE)
 _RANGE = re.compile(r"^(?P<prefix>[^.]*?)(?P<start>\d{1,15})\.\.(?P=prefix)?(?P<stop>\d{1,15})(?::(?P<every>\d{0,15}))?$")
+PATTERN_GROUPS = ("step", "tokens")   # the named groups a --revision-pattern may have
+PATTERN_FLAG = "--revision-pattern"
+_PATTERN_EXAMPLE = r"e.g. --revision-pattern 'ckpt-(?P<step>\d+)-(?P<tokens>\d+[KMBT])' for ckpt-1000-2B"
 
 
-def step_of(revision: str) -> tuple[float, float]:
-    """(step, tokens) a revision's name carries (NaN where it says nothing), by NAMING_SCHEMES."""
-    for _scheme, pattern in NAMING_SCHEMES:
-        match = pattern.match(revision)
+def tokens_of(text: str) -> float:
+    """A token count as a revision name writes it: a number with an optional unit K, M, B or T (either case):
+    "294B" -> 2.94e11, "1.5T" -> 1.5e12, "4096" -> 4096.0. ValueError for anything else."""
+    found = _TOKENS.match(text)
+    if not found:
+        raise ValueError(f"{text!r} is not a token count (a number with an optional K/M/B/T unit)")
+    return float(found["number"]) * _UNITS[found["unit"].upper()]
+
+
+def _quoted(pattern: str) -> str:
+    """A regex as the user typed it, in quotes (repr() would double each backslash), on one line."""
+    text = pattern[:120] + ("..." if len(pattern) > 120 else "")
+    return f"'{text}'" if text.isprintable() else repr(text)
+
+
+def compile_revision_pattern(pattern: str | re.Pattern[str], field: str = PATTERN_FLAG) -> re.Pattern[str]:
+    """A --revision-pattern as a compiled regex, checked: it compiles, it names a group `step` and/or `tokens`, and
+    no other named group. The whole revision name must match it (re.fullmatch); `tokens` may carry a unit
+    (tokens_of). One InputError line naming `field`, what is wrong and an example otherwise."""
+    if isinstance(pattern, re.Pattern):
+        compiled = pattern
+    else:
+        if not isinstance(pattern, str) or not pattern.strip():
+            raise InputError(f"{pattern!r} is empty: a regex with a group (?P<step>...) and/or (?P<tokens>...) is "
+                             "needed", field=field, fix=_PATTERN_EXAMPLE)
+        try:
+            compiled = re.compile(pattern)
+        except re.error as err:
+            raise InputError(f"{_quoted(pattern)} is not a regular expression ({err})", field=field,
+                             fix=_PATTERN_EXAMPLE) from None
+    shown = _quoted(compiled.pattern)
+    unknown = sorted(set(compiled.groupindex) - set(PATTERN_GROUPS))
+    if unknown:
+        raise InputError(f"{shown} has the unknown group name(s) {', '.join(unknown)}: only step and tokens are read",
+                         field=field, fix="rename them, or make them unnamed (...) or (?:...); " + _PATTERN_EXAMPLE)
+    if not set(compiled.groupindex) & set(PATTERN_GROUPS):
+        raise InputError(f"{shown} has no group (?P<step>...) or (?P<tokens>...), so it reads nothing from a name",
+                         field=field, fix=_PATTERN_EXAMPLE)
+    return compiled
+
+
+def _read_pattern(match: re.Match[str], revision: str, field: str) -> tuple[float, float]:
+    found = match.groupdict()
+    step = tokens = float("nan")
+    if found.get("step") is not None:
+        if not re.fullmatch(r"[0-9]+", found["step"]):
+            raise InputError(f"its group step matched {found['step'][:40]!r} in the revision {revision[:80]!r}, not "
+                             "a whole number", field=field, fix=r"match digits only, e.g. (?P<step>\d+)")
+        step = float(int(found["step"]))
+    if found.get("tokens") is not None:
+        try:
+            tokens = tokens_of(found["tokens"])
+        except ValueError:
+            raise InputError(f"its group tokens matched {found['tokens'][:40]!r} in the revision {revision[:80]!r}, "
+                             "not a number with an optional K/M/B/T unit", field=field,
+                             fix=r"match the number and its unit only, e.g. (?P<tokens>\d+[KMBT])") from None
+    return step, tokens
+
+
+def step_of(revision: str, pattern: str | re.Pattern[str] | None = None,
+            field: str = PATTERN_FLAG) -> tuple[float, float]:
+    """(step, tokens) a revision's name carries (NaN where it says nothing): by `pattern` (a --revision-pattern,
+    compile_revision_pattern) when the whole name matches it, else by NAMING_SCHEMES."""
+    if pattern is not None:
+        match = compile_revision_pattern(pattern, field).fullmatch(revision)
+        if match:
+            return _read_pattern(match, revision, field)
+    for _scheme, scheme in NAMING_SCHEMES:
+        match = scheme.match(revision)
         if match:
             found = match.groupdict()
-            tokens = float(found["tokens"]) * _UNITS[found["unit"]] if found.get("tokens") else float("nan")
+            tokens = tokens_of(found["tokens"]) if found.get("tokens") else float("nan")
             return float(found["step"]), tokens
     return float("nan"), float("nan")
 
@@ -358,9 +444,10 @@ def parse_revisions(spec: str, field: str = "--revisions") -> list[str] | None:
     return list(dict.fromkeys(names))
 
 
-def _order(name: str) -> tuple[int, float, str]:
-    step = step_of(name)[0]
-    return (0, step, name) if step == step else (1, 0.0, name)
+def _order(name: str, pattern: re.Pattern[str] | None = None) -> tuple[int, float, str]:
+    """Step order; names with no step by tokens (a pattern may read only those), then the rest by name."""
+    step, tokens = step_of(name, pattern)
+    return (0, step, name) if step == step else (1, tokens, name) if tokens == tokens else (2, 0.0, name)
 
 
 def _listed_refs(repo_id: str) -> dict[str, str]:
@@ -383,13 +470,16 @@ def _listed_refs(repo_id: str) -> dict[str, str]:
     return refs
 
 
-def revisions(repo_id: str, spec: str, field: str = "--revisions") -> dict[str, str]:
-    """{revision name: commit sha} for a revisions spec (parse_revisions), in step order for "all".
+def revisions(repo_id: str, spec: str, field: str = "--revisions",
+              pattern: str | re.Pattern[str] | None = None) -> dict[str, str]:
+    """{revision name: commit sha} for a revisions spec (parse_revisions), in step order for "all" (the step each
+    name carries: step_of, by `pattern` (a --revision-pattern) first where given).
 
     One request lists every branch and tag (list_repo_refs); a name that is not a ref (a commit sha) maps to
     itself. Offline, or with the hub unreachable or stalled (said on stderr), the refs the cache holds stand in;
     a name it lacks is an InputError naming it and `field` (the flag the user gave)."""
     names = parse_revisions(spec, field)
+    compiled = compile_revision_pattern(pattern) if pattern is not None else None   # before any request
     check_repo_id(repo_id)
 
     def from_cache() -> dict[str, str]:
@@ -414,11 +504,12 @@ def revisions(repo_id: str, spec: str, field: str = "--revisions") -> dict[str, 
                 raise hub_error(repo_id, None, err) from None
             raise
     if names is None:
-        return {name: refs[name] for name in sorted(refs, key=_order)}
+        return {name: refs[name] for name in sorted(refs, key=lambda name: _order(name, compiled))}
     missing = [n for n in names if n not in refs and not is_commit(n)]
     if missing:
         where = f"the local cache ({cache_root()}), offline" if is_offline() else "the hub"
+        known = sorted(refs, key=lambda name: _order(name, compiled))
         raise InputError(f"hub model {repo_id!r} has no revision {', '.join(missing[:5])}"
                          f"{' ...' if len(missing) > 5 else ''} in {where}", field=field,
-                         fix=f"it has {len(refs)}: {', '.join(sorted(refs, key=_order)[:8])}{' ...' if len(refs) > 8 else ''}")
+                         fix=f"it has {len(refs)}: {', '.join(known[:8])}{' ...' if len(refs) > 8 else ''}")
     return {n: refs.get(n, n) for n in names}

@@ -24,7 +24,8 @@ PATH expansion (expand_paths), applied to each PATH in order:
     (not an existing path)                  every revision of `--revisions` (a list, a range step0..step3000:1000,
                                               or all: interp.hf.hub.revisions), each a target of kind "hub" whose
                                               path is MODEL@REV, with the step (and tokens) its name carries
-                                              (interp.hf.hub.step_of); its files are downloaded when it is probed
+                                              (interp.hf.hub.step_of; `--revision-pattern REGEX` reads the names of
+                                              any other series); its files are downloaded when it is probed
   A path reached twice is analysed once. A PATH that does not exist, or holds nothing to analyse, is an
   error before anything runs.
   Which checkpoints of a run (select_checkpoints, `--checkpoints`): all (the default), final (each run's last
@@ -311,11 +312,14 @@ def select_checkpoints(targets: list[Target], checkpoints: str | tuple[str | int
     return [t for t in targets if t.kind != "checkpoint" or t.path in keep]
 
 
-def hub_targets(spec: str, revision: str | None = None, revisions: str | None = None) -> list[Target]:
+def hub_targets(spec: str, revision: str | None = None, revisions: str | None = None,
+                revision_pattern: str | None = None) -> list[Target]:
     """The targets of a hub id or TransformerLens name: one revision, or every one of a `--revisions` spec, each
-    with its commit (one request for the repo's refs; offline, the cache's)."""
+    with its commit (one request for the repo's refs; offline, the cache's) and the step and tokens its name
+    carries (hub.step_of: `revision_pattern`, a --revision-pattern regex, first where given; it also orders `all`)."""
     from interp.hf import hub
 
+    pattern = hub.compile_revision_pattern(revision_pattern) if revision_pattern is not None else None
     ref = resolve_model(spec, revision=revision)
     if ref.kind != "hub":
         raise ValueError(f"{spec}: not a hub model")
@@ -323,22 +327,27 @@ def hub_targets(spec: str, revision: str | None = None, revisions: str | None = 
         raise InputError(f"{spec} names one revision and --revisions {revisions!r} many; give one of the two",
                          field="--revisions")
     field = "--revisions" if revisions else "--revision"   # the flag the user gave (MODEL@REV: --revision's twin)
-    commits = hub.revisions(ref.hub_id, revisions or ref.revision or "main", field=field)
+    commits = hub.revisions(ref.hub_id, revisions or ref.revision or "main", field=field, pattern=pattern)
     found = []
     for name, commit in commits.items():
-        step, tokens = hub.step_of(name)
+        step, tokens = hub.step_of(name, pattern)
         found.append(Target(Path(f"{ref.hub_id}@{name}"), "hub", run=ref.hub_id, step=step, label=ref.hub_id,
                             revision=name, commit=commit, tokens=tokens))
     return found
 
 
 def expand_paths(paths: list[str | Path], follow_symlinks: bool = False, revision: str | None = None,
-                 revisions: str | None = None) -> list[Target]:
+                 revisions: str | None = None, revision_pattern: str | None = None) -> list[Target]:
     """The models that PATHs stand for (rules in the module docstring), each once, in order. Symlinks
-    not followed are listed on stderr (rank 0). Filter them with select_checkpoints. `revision` / `revisions`
-    apply to the hub ids among the PATHs; given without one, they are an InputError."""
+    not followed are listed on stderr (rank 0). Filter them with select_checkpoints. `revision` / `revisions` /
+    `revision_pattern` apply to the hub ids among the PATHs; given without one, they are an InputError (a bad
+    `revision_pattern` is one before any PATH is looked at)."""
     if not paths:
         raise ValueError("no PATH given: pass checkpoint dirs, run dirs, HF model dirs, .gguf files or folders")
+    if revision_pattern is not None:
+        from interp.hf.hub import compile_revision_pattern
+
+        compile_revision_pattern(revision_pattern)
     targets: list[Target] = []
     seen: set[Path] = set()
     hub_given = False
@@ -350,7 +359,7 @@ def expand_paths(paths: list[str | Path], follow_symlinks: bool = False, revisio
             found = [Target(path, "gguf", label=str(raw))]
         elif not path.exists():
             try:
-                found = hub_targets(str(raw), revision, revisions)
+                found = hub_targets(str(raw), revision, revisions, revision_pattern)
             except FileNotFoundError:
                 raise FileNotFoundError(f"{raw}: no such file or directory (nor a registry model: "
                                         f"{', '.join(REGISTRY)}, nor a hub id)") from None
@@ -369,8 +378,8 @@ def expand_paths(paths: list[str | Path], follow_symlinks: bool = False, revisio
             if resolved not in seen:
                 seen.add(resolved)
                 targets.append(target)
-    if (revision or revisions) and not hub_given:
-        flag = "--revisions" if revisions else "--revision"
+    if (revision or revisions or revision_pattern is not None) and not hub_given:
+        flag = "--revisions" if revisions else "--revision" if revision else "--revision-pattern"
         raise InputError("applies to hub models only, and no PATH is a hub id", field=flag,
                          fix=f"drop {flag}, or name a hub id (e.g. EleutherAI/pythia-70m)")
     return targets

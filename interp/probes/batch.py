@@ -111,6 +111,8 @@ class BatchConfig:
     trust_remote_code: bool = False       # let HF dirs with an auto_map run their own code (a loader option)
     revision: str | None = None           # the revision of every hub id among the paths (else MODEL@REV, or main)
     revisions: str | None = None          # a checkpoint series of each hub id: "a,b", "step0..step3000:1000", "all"
+    revision_pattern: str | None = None   # a regex with groups step / tokens reading the revision names of a series
+    #                                       no built-in scheme knows (interp.hf.hub.compile_revision_pattern)
     execution: ExecutorConfig = field(default_factory=ExecutorConfig)   # where the tasks run (not in any key)
 
     def __post_init__(self) -> None:
@@ -169,6 +171,10 @@ class BatchConfig:
         world = self.world_size if self.world_size is not None else env_world_size()
         if not 0 <= rank < world:
             raise ValueError(f"BatchConfig.rank={rank}: must be in [0, world_size={world})")
+        if self.revision_pattern is not None:
+            from interp.hf.hub import compile_revision_pattern
+
+            compile_revision_pattern(self.revision_pattern)   # one line naming --revision-pattern, before any work
         self.execution.validate()
         check_outputs(self.out, self.csv)
 
@@ -364,7 +370,8 @@ class BatchRunner:
     def plan(self) -> list[Target]:
         cfg = self.cfg
         targets = select_checkpoints(expand_paths(cfg.paths, follow_symlinks=cfg.follow_symlinks,  # a bad PATH
-                                                  revision=cfg.revision, revisions=cfg.revisions),  # fails first
+                                                  revision=cfg.revision, revisions=cfg.revisions,  # fails first
+                                                  revision_pattern=cfg.revision_pattern),
                                      cfg.checkpoints)
         self.cfg = dataclasses.replace(cfg, probe=fit_seq_len(cfg.probe, targets))   # before any load
         self.settings = self._settings_hash()

@@ -205,6 +205,9 @@ Case("hostile-hub-padded-range", item="47.14", setup=_text,
 Case("hostile-hub-eval-names-its-flag", item="47.16", setup=_text,
      argv=["eval", "org/tiny", "--revision", "nosuch", "--tasks", "wiki_heldout", "--out", "e.parquet"],
      message=r"interp eval: --revision: hub model 'org/tiny' has no revision nosuch")
+Case("hostile-hub-revision-pattern-not-a-regex", item="52", setup=_text,
+     argv=["batch", "org/tiny", "--revisions", "all", "--revision-pattern", r"ckpt-(?P<step>\d+", *PROBE, *ROWS],
+     message=r"interp batch: --revision-pattern: 'ckpt-\(\?P<step>\\d\+' is not a regular expression \(missing \)")
 
 
 @pytest.mark.parametrize("case", cases_of("hostile-hub-"), ids=lambda c: c.id)
