@@ -53,10 +53,14 @@ _OTHER_MIXERS = ("mixer", "mamba", "linear_attn", "time_mix", "conv", "short_con
 
 
 def tl_architectures() -> tuple[str, ...]:
-    """Every HF architecture name TransformerLens has an adapter for (its factory's table)."""
+    """Every HF architecture name TransformerLens has an adapter for (its factory's table), less the `interp export`
+    architectures interp.hf.tl_export adds to that table once imported."""
     from transformer_lens.factories.architecture_adapter_factory import SUPPORTED_ARCHITECTURES
 
-    return tuple(sorted(SUPPORTED_ARCHITECTURES))
+    from interp.hf.export import STYLES
+
+    ours = {style.model_class for style in STYLES.values()}
+    return tuple(sorted(name for name in SUPPORTED_ARCHITECTURES if name not in ours))
 
 
 def default_config(arch: str) -> Any:

@@ -20,11 +20,15 @@ def to_transformer_bridge(loaded: LoadedModel, inplace: bool = False, device: st
 
     Booting mutates the HF model (eager attention, wrapped modules), so by default the bridge gets a deep
     copy and `loaded` stays usable; inplace=True saves the memory and CONSUMES `loaded.model`.
-    An architecture TransformerLens has no adapter for (an `interp export` of one of our runs, whose layers have
-    MLPs of different widths, or any other) is an InputError saying what works instead.
+    An `interp export` of one of our runs (MLPs of different widths per layer) boots through the adapters of
+    interp.hf.tl_export; an architecture TransformerLens has no adapter for is an InputError saying what works
+    instead.
     """
     from transformer_lens.model_bridge import TransformerBridge
 
+    from interp.hf.tl_export import install
+
+    install()   # the tapered architectures in TL's table (idempotent)
     model = loaded.model if inplace else copy.deepcopy(loaded.model)
     model.config.architectures = [type(model).__name__]
     try:
