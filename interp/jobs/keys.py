@@ -20,7 +20,7 @@ from typing import Any
 from interp._util.io import file_sha256, json_sha256
 from interp._util.paths import cache_dir
 from interp.hf.registry import REGISTRY
-from interp.jobs.targets import GGUF_SUFFIX, KINDS, Target
+from interp.jobs.targets import GGUF_SUFFIX, PATH_KINDS, Target
 
 __all__ = ["sha256_cached", "weights_sha256", "ref_weights_sha256", "definition_sha256", "settings_hash",
            "part_key", "tokenizer_sha256", "HUB_KEY"]
@@ -59,7 +59,7 @@ def ref_weights_sha256(ref: Any) -> str:
         return sha256_cached(REGISTRY[ref.spec].locate())
     if ref.kind == "hub" and ref.path is not None:   # fetched: its snapshot is a Hugging Face directory
         return weights_sha256(Target(Path(ref.path), "hf_dir"))
-    if ref.path is None or ref.kind not in KINDS:
+    if ref.path is None or ref.kind not in PATH_KINDS:
         return ""
     path = Path(ref.path)
     if ref.kind == "gguf" and path.is_dir():   # a folder holding one .gguf file (interp.hf.resolve.classify_dir)

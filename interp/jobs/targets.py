@@ -56,14 +56,14 @@ from interp._util.errors import InputError
 from interp._util.io import file_sha256, read_json
 from interp._util.paths import CONFIG_FILE, WEIGHTS_FILE, cache_dir
 from interp.hf.registry import REGISTRY
-from interp.hf.resolve import resolve_model
+from interp.hf.resolve import GGUF_SUFFIX, KINDS as MODEL_KINDS, resolve_model
 from interp.jobs.parts import PARTS_SUFFIX
 
 __all__ = ["Target", "expand_paths", "select_checkpoints", "parse_checkpoints", "hub_targets", "CHECKPOINTS_HELP",
-           "KINDS", "GGUF_SUFFIX", "STEP_DIR", "HF_WEIGHT_PATTERNS"]
+           "PATH_KINDS", "GGUF_SUFFIX", "STEP_DIR", "HF_WEIGHT_PATTERNS"]
 
-KINDS = ("checkpoint", "hf_dir", "gguf")   # what a path on disk can be (a hub target's kind is "hub")
-GGUF_SUFFIX = ".gguf"
+# what a path on disk can be: interp.hf.resolve's kinds less a registry name and a hub id (a hub target's is "hub")
+PATH_KINDS = tuple(kind for kind in MODEL_KINDS if kind not in ("registry", "hub"))
 STEP_DIR = re.compile(r"step_(\d+)")
 HF_WEIGHT_PATTERNS = ("*.safetensors", "*.bin")
 NOT_DEFINING = (".parquet", ".csv", ".md")  # files in an HF dir that define no model (tables written beside it)
@@ -76,7 +76,7 @@ class Target:
     """One model to analyse: where it is, what kind, and the run/step it belongs to."""
 
     path: Path
-    kind: str            # one of KINDS
+    kind: str            # one of PATH_KINDS, or "hub"
     run: str = ""        # run directory name (ours), "" for pretrained models
     step: float = math.nan   # config.json `step` of a step checkpoint, NaN otherwise
     label: str = ""      # config.json `label` of our checkpoints ("uniform", "cosine 1.5->0.5")
