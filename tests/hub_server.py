@@ -18,6 +18,20 @@ Served (what huggingface_hub 2.4 / transformers 5.24 / datasets 5.2 call):
 {rev} is a revision name or its commit sha. Errors carry X-Error-Code as the real hub's do: 404 RepoNotFound,
 RevisionNotFound or EntryNotFound; fail(401) answers X-Error-Code: GatedRepo.
 
+Uploads (what HfApi.create_repo / create_branch / upload_folder / create_commit call, with HF_HUB_DISABLE_XET=1 as
+env() sets; no authentication is asked):
+  POST /api/repos/create                         {name, organization, type}: a new repo whose main holds one commit
+                                                 with a .gitattributes, as the hub's; 409 when it exists
+  POST /api/validate-yaml                        a README's metadata: always valid
+  POST /api/{models|datasets}/{repo}/branch/{b}  {startingPoint}: branch b at that revision (default main); 409
+                                                 when b exists
+  POST /api/{models|datasets}/{repo}/preupload/{rev}   uploadMode "regular" for every file (its content then comes
+                                                 inline, base64, in the commit: no LFS), and the oid the revision
+                                                 already holds at that path (the client then skips an unchanged file)
+  POST /api/{models|datasets}/{repo}/commit/{rev}      the ndjson commit (header, file, deletedFile, deletedFolder;
+                                                 lfsFile is refused: 400): a new revision folder and sha, as _add's,
+                                                 that {rev} then points at. `commits` lists (repo, rev, sha, paths).
+
 A careless or hostile hub, for the tests that nothing from a server is trusted: add_ref() lists a raw branch entry
 (any name, any commit) beside the served ones; after(match, callback) runs callback once a matching request was
 answered (a branch that moves between a plan and its download); StalledServer accepts connections and never answers,
@@ -116,6 +130,8 @@ class LoopbackHub:
         self.ranges: list[tuple[str, str]] = []    # (path, Range header) of every ranged GET
         self._failures: list[list[Any]] = []       # [status, match, times left or None]
         self._after: list[list[Any]] = []          # [match, callback, times left]
+        self.commits: list[tuple[str, str, str, list[str]]] = []   # uploads: (repo, revision, sha, paths written)
+        self._writes = threading.Lock()            # one upload request at a time changes a repo
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -257,10 +273,18 @@ class LoopbackHub:
         return out
 
     # ------------------------------------------------------------------ answers
-    def _answer(self, raw_path: str, query: dict[str, list[str]], body: bytes
+    def _answer(self, raw_path: str, query: dict[str, list[str]], body: bytes, method: str = "GET"
                 ) -> tuple[int, dict[str, str], bytes, bool]:
         """(status, headers, body, is_file) for one request; raises HubError."""
         segs = [unquote(s) for s in raw_path.strip("/").split("/")]
+        if method == "POST" and segs[:3] == ["api", "repos", "create"]:
+            return self._create_repo(body)
+        if method == "POST" and segs[:2] == ["api", "validate-yaml"]:
+            return 200, {}, _json({"errors": [], "warnings": []}), False
+        if method == "POST" and segs[0] == "api" and len(segs) > 3 and segs[1] in ("models", "datasets"):
+            upload = self._upload(segs[1][:-1], segs[2:], body)
+            if upload is not None:
+                return upload
         if segs[0] == "api" and len(segs) > 2 and segs[1] in ("models", "datasets"):
             routes = ([], ["revision"], ["refs"], ["tree"], ["paths-info"])
             repo, rest = self._repo(segs[1][:-1], segs[2:], lambda r: r[:1] in routes)
@@ -289,6 +313,86 @@ class LoopbackHub:
         etag = sha256 if name.endswith(LFS_SUFFIXES) else oid
         headers = {"X-Repo-Commit": rev.sha, "ETag": f'"{etag}"', "Accept-Ranges": "bytes"}
         return 200, headers, rev.files[name].read_bytes(), True
+
+    # ------------------------------------------------------------------ uploads
+    def _create_repo(self, body: bytes) -> tuple[int, dict[str, str], bytes, bool]:
+        payload = json.loads(body or b"{}")
+        name, org, kind = payload.get("name"), payload.get("organization"), payload.get("type") or "model"
+        if not isinstance(name, str) or not name or kind not in ("model", "dataset"):
+            raise HubError(400, None, f"cannot create repo {name!r} of type {kind!r}")
+        repo_id = f"{org}/{name}" if org else name
+        url = f"{self.url}/{'' if kind == 'model' else 'datasets/'}{repo_id}"
+        with self._writes:
+            if (kind, repo_id) in self.repos:   # the hub's 409 names the repo's url too (create_repo reads it)
+                message = f"You already created this {kind} repo"
+                return 409, {"X-Error-Message": message}, _json({"error": message, "url": url}), False
+            repo = self.repos[(kind, repo_id)] = _Repo(kind, repo_id)
+            sha = hashlib.sha1(f"{kind}\0{repo_id}\0initial commit".encode()).hexdigest()
+            dest = self.root / f"{kind}s" / repo_id / sha
+            dest.mkdir(parents=True, exist_ok=True)
+            (dest / ".gitattributes").write_text("*.safetensors filter=lfs diff=lfs merge=lfs -text\n")
+            repo.revisions["main"] = repo.history[sha] = _Revision(sha, dest)
+        return 200, {}, _json({"url": url, "name": repo_id}), False
+
+    def _upload(self, kind: str, segs: list[str], body: bytes) -> tuple[int, dict[str, str], bytes, bool] | None:
+        """A branch / preupload / commit request, or None when the path is none of them (a paths-info POST)."""
+        try:
+            repo, rest = self._repo(kind, segs, lambda r: len(r) == 2 and r[0] in ("branch", "preupload", "commit"))
+        except HubError:
+            if not any(s in ("branch", "preupload", "commit") for s in segs[1:3]):
+                return None
+            raise
+        action, rev = rest
+        payload = body or b"{}"
+        with self._writes:
+            if action == "branch":
+                if rev in repo.revisions:
+                    raise HubError(409, None, f"Reference already exists: refs/heads/{rev}")
+                start = json.loads(payload).get("startingPoint") or "main"
+                repo.revisions[rev] = self._commit(repo, start)
+                return 200, {}, _json({}), False
+            base = self._commit(repo, rev)
+            if action == "preupload":
+                files = json.loads(payload).get("files", [])
+                return 200, {}, _json({"files": [
+                    {"path": f["path"], "uploadMode": "regular", "shouldIgnore": False,
+                     "oid": base.meta[f["path"]][0] if f["path"] in base.meta else None} for f in files]}), False
+            return self._apply_commit(repo, rev, base, payload)
+
+    def _apply_commit(self, repo: _Repo, rev: str, base: _Revision, body: bytes
+                      ) -> tuple[int, dict[str, str], bytes, bool]:
+        """The ndjson commit on top of `base`: a new revision folder (its files copied, then the operations)."""
+        import base64
+
+        lines = [json.loads(line) for line in body.splitlines() if line.strip()]
+        ops = [line for line in lines if line.get("key") != "header"]
+        if any(op.get("key") == "lfsFile" for op in ops):
+            raise HubError(400, None, "this loopback hub takes inline (regular) files only, no LFS")
+        digest = hashlib.sha1(f"commit\0{base.sha}\0".encode() + json.dumps(ops, sort_keys=True).encode())
+        sha = digest.hexdigest()
+        dest = self.root / f"{repo.kind}s" / repo.repo_id / sha
+        if not dest.exists():
+            staging = dest.with_name(sha + ".tmp")
+            shutil.rmtree(staging, ignore_errors=True)
+            shutil.copytree(base.folder, staging)
+            for op in ops:
+                path = str(op.get("value", {}).get("path", "")).strip("/")
+                if not path or ".." in path.split("/"):
+                    raise HubError(400, None, f"bad path {path!r}")
+                target = staging / path
+                if op["key"] == "file":
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    target.write_bytes(base64.b64decode(op["value"]["content"]))
+                elif op["key"] == "deletedFile":
+                    target.unlink(missing_ok=True)
+                elif op["key"] == "deletedFolder":
+                    shutil.rmtree(target, ignore_errors=True)
+            staging.rename(dest)
+        written = [op["value"]["path"] for op in ops if op.get("key") == "file"]
+        repo.revisions[rev] = repo.history[sha] = _Revision(sha, dest)
+        self.commits.append((repo.repo_id, rev, sha, written))
+        return 200, {}, _json({"commitUrl": f"{self.url}/{repo.repo_id}/commit/{sha}", "commitOid": sha,
+                               "pullRequestUrl": None}), False
 
     def _repo(self, kind: str, segs: list[str], rest_ok) -> tuple[_Repo, list[str]]:
         for n in (2, 1):  # "org/name" or a legacy one-part id such as "gpt2"
@@ -363,7 +467,7 @@ class _Handler(BaseHTTPRequestHandler):
             if failure not in (None, "drop"):
                 missing = "EntryNotFound" if "/resolve/" in split.path else "RepoNotFound"
                 raise HubError(failure, {401: "GatedRepo", 404: missing}.get(failure))
-            status, headers, data, is_file = hub._answer(split.path, parse_qs(split.query), body)
+            status, headers, data, is_file = hub._answer(split.path, parse_qs(split.query), body, method)
         except HubError as e:
             status, data, is_file, failure = e.status, _json({"error": e.message}), False, None
             headers = {"X-Error-Message": e.message, **({"X-Error-Code": e.code} if e.code else {})}

@@ -296,7 +296,8 @@ def _complete(path: Path) -> bool:
 # Naming schemes of checkpoint revisions, one regex each (matched whole): group `step`, and `tokens` where the name
 # says (a number with its unit, read by tokens_of: 294B, 2B, 1.5T). Sources of the public names are cited per row.
 #   Pythia               step143000
-#   OLMo / OLMo-2        step1000-tokens4B, stage1-step140000-tokens294B (tokens in billions)
+#   OLMo / OLMo-2        step1000-tokens4B, stage1-step140000-tokens294B (tokens in billions); `interp export
+#                        --push` names our branches so, the count exact: step128-tokens262144, step1000-tokens2M
 #   SmolLM2              step-240000: HuggingFaceTB/SmolLM2-{135M,360M,1.7B}-intermediate-checkpoints, whose model
 #                        cards load `revision = "step-240000"` (135M), "step-160000" (360M), "step-125000" (1.7B);
 #                        step-1200000 and step-1440000 (135M) appear in public code. The name carries no tokens: the
@@ -312,7 +313,7 @@ def _complete(path: Path) -> bool:
 #   ours                 step_000128 (interp's checkpoints/ folders)
 # Any other series: --revision-pattern REGEX (compile_revision_pattern), tried before this table.
 NAMING_SCHEMES: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("olmo", re.compile(r"^(?:stage(?P<stage>\d+)-)?step(?P<step>\d+)-tokens(?P<tokens>\d+[MBT])$")),
+    ("olmo", re.compile(r"^(?:stage(?P<stage>\d+)-)?step(?P<step>\d+)-tokens(?P<tokens>\d+[KMBT]?)$")),
     ("pythia", re.compile(r"^step(?P<step>\d+)$")),
     ("fineweb", re.compile(r"^step-(?P<step>\d+)-(?P<tokens>\d+(?:\.\d+)?[MBT])T$")),
     ("smollm2", re.compile(r"^step-(?P<step>\d+)$")),
