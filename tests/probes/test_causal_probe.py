@@ -195,3 +195,28 @@ def test_bench_causal_quick():
     for piece in ("(a) One pass", "full pass (before)", "resumed at layer 0 (after)", "probe --causal, after",
                   "probe --causal, before", "quiet estimate (min)"):
         assert piece in text, piece
+
+
+def test_the_docs_curve_and_what_it_says_are_the_committed_table():
+    """docs/probes.md's CI-width table is rendered from benchmarks/causal_ci_curve.csv, and the prose under it
+    quotes that table: every row resolved at 8 sequences but skip_attn's 28, widths 1.5-1.6x those of 16 and 2.5-2.9x
+    at 3, two independent halves of 8 ranking the layers alike."""
+    from benchmarks import bench_causal
+    from interp._util.paths import REPO_ROOT
+
+    df = pd.read_csv(bench_causal.CURVE_TABLE)
+    text = (REPO_ROOT / "docs" / "probes.md").read_text()
+    begin, end = bench_causal.DOCS_MARKERS
+    assert f"{begin}\n{bench_causal.curve_markdown(df)}\n{end}" in text
+    at = df.set_index(["kind", "sequences"])
+    eight = at.xs(8, level="sequences")
+    assert eight["layers_resolved"].to_dict() == {"skip_mlp": 30, "mean_mlp": 30, "skip_attn": 28, "skip_block": 30}
+    assert eight["median_width_vs_all"].between(1.5, 1.6).all()
+    assert eight["rho_with_other_half"].round(2).between(0.97, 0.98).all()
+    three, two = at.xs(3, level="sequences"), at.xs(2, level="sequences")
+    assert (three["median_ci_half_width"] / eight["median_ci_half_width"]).round(1).between(2.5, 2.9).all()
+    assert (two["median_ci_half_width"] / eight["median_ci_half_width"]).round(0).between(7, 9).all()
+    assert two["layers_resolved"].between(8, 15).all()
+    for claim in ("28 of 30 for\n  skip_attn", "1.5-1.6 times", "rho 0.97-0.98", "2.5-2.9 times", "7-9 times at 2",
+                  "only 8-15 of the 30"):
+        assert claim in text, claim
