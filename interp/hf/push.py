@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from interp._util.errors import InputError, one_line
-from interp._util.io import PathLike, file_sha256, read_json
+from interp._util.io import PathLike, file_sha256, read_json, write_text_atomic
 from interp._util.net import bounded, hub_host, is_network_error, limit_session
 from interp._util.paths import LOG_FILE, RESULT_FILE, WEIGHTS_FILE
 
@@ -441,7 +441,7 @@ def push_run(run_dir: PathLike, repo_id: str, step_checkpoints: Sequence[tuple[P
         for branch in run.branches:
             folder = Path(tmp) / branch.name
             export_hf(branch.source, folder)
-            (folder / CARD_FILE).write_text(model_card(run, repo_id, branch), encoding="utf-8")
+            write_text_atomic(folder / CARD_FILE, model_card(run, repo_id, branch))
             if branch.name not in existing:
                 _ask(repo_id, branch.name, f"creating branch {branch.name} of {repo_id}",
                      lambda: api.create_branch(repo_id, branch=branch.name, exist_ok=True))
