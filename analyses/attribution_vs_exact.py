@@ -26,6 +26,8 @@ import numpy as np
 import pandas as pd
 
 from analyses import novelty_pretrained, outputs, read_table, write_table
+from interp._util.paths import FIGURES_DIR, REPO_ROOT
+from interp.data.report import fill_block
 from interp.probes.config import DEFAULT_CAUSAL_TOKENS, ProbeConfig
 
 NAME = "attribution_vs_exact"
@@ -92,7 +94,8 @@ def compare(exact: pd.DataFrame, estimate: pd.DataFrame, worst: int = 3, n_boot:
                                "exact_ci_low": exact_rows.loc[layer, "ci_low"],
                                "exact_ci_high": exact_rows.loc[layer, "ci_high"], "estimate_mean": my[layer],
                                "error": error[layer]})
-    seconds = {"exact_seconds": exact.attrs["causal"]["seconds"], "estimate_seconds": estimate.attrs["causal"]["seconds"]}
+    seconds = {"exact_seconds": exact.attrs["causal"]["seconds"],
+               "estimate_seconds": estimate.attrs["causal"]["seconds"]}
     stamp = {c: first[c] for c in PROVENANCE if c in exact.columns}
     return (pd.DataFrame(rows).assign(**seconds, **stamp), pd.DataFrame(layer_rows).assign(**stamp))
 
@@ -117,9 +120,30 @@ def compute(cfg: Config, figures_dir: Path) -> None:
     summary = pd.concat(summaries, ignore_index=True)
     write_table(pd.concat(layer_tables, ignore_index=True), figures_dir, LAYERS_TABLE, cfg, NAME)
     write_table(summary, figures_dir, TABLE, cfg, NAME)
+    if Path(figures_dir).resolve() == Path(FIGURES_DIR).resolve():   # the committed table: its README block follows
+        fill_block(Path(REPO_ROOT) / "figures" / "README.md", README_BLOCK, summary_markdown(summary))
     print(summary[["model", "kind", "spearman_rho", "ci_low", "ci_high", "pearson_r", "sign_agreement",
                    "median_abs_error", "worst_layers"]].to_string(index=False, float_format=lambda v: f"{v:+.3f}"),
           flush=True)
+
+
+README_BLOCK = "attribution_vs_exact"   # figures/README.md's <!-- begin:attribution_vs_exact --> table
+
+
+def summary_markdown(summary: pd.DataFrame) -> str:
+    """figures/README.md's table (tested equal there): per model and kind, the estimate's rank agreement with the
+    exact rows, its errors and its worst layers, the seconds of both."""
+    lines = ["| model | kind | Spearman rho [95% CI] | Pearson r | signs agree | median abs error / median abs exact "
+             "(nats) | worst layers: exact vs estimated | seconds: exact, estimated |", "|---" * 8 + "|"]
+    for _, r in summary.iterrows():
+        worst = "; ".join(f"{layer}: {e} vs {a}" for layer, e, a in zip(str(r["worst_layers"]).split(),
+                                                                      str(r["worst_exact"]).split(),
+                                                                      str(r["worst_estimate"]).split()))
+        lines.append(f"| {r['model']} | {r['kind']} | {r['spearman_rho']:+.2f} [{r['ci_low']:+.2f}, "
+                     f"{r['ci_high']:+.2f}] | {r['pearson_r']:+.2f} | {r['sign_agreement']:.0%} | "
+                     f"{r['median_abs_error']:.3g} / {r['median_abs_exact']:.3g} | {worst} | "
+                     f"{r['exact_seconds']:.0f}, {r['estimate_seconds']:.0f} |")
+    return "\n".join(lines)
 
 
 def render(figures_dir: Path) -> list[Path]:

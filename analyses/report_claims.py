@@ -542,6 +542,39 @@ def accuracy_claims(figures: Path) -> list[Claim]:
     return claims
 
 
+def attribution_claims(figures: Path) -> list[Claim]:
+    """The fast mode as one more proxy (attribution_vs_exact): per model and kind, does the first-order estimate
+    (attribution patching, `--causal-method attribution`) rank the layers at all like the exact removal? A weak bar
+    (a positive rank correlation), so the note carries what it misses: the errors, the signs, the worst layers. One
+    family per model (its four kinds)."""
+    table = _read(figures, "attribution_vs_exact.csv")
+    if table is None:
+        return [Claim("attribution", "attribution patching (Nanda 2023; TransformerLens attribution_patch)",
+                      "the first-order estimate's ranking of the layers correlates positively with the exact one", "",
+                      "attribution_vs_exact.csv", +1, missing="attribution_vs_exact")]
+    claims = []
+    for _, row in table.iterrows():
+        claim = Claim(f"attribution-{row['model']}-{row['kind']}",
+                      "attribution patching (Nanda 2023; TransformerLens attribution_patch)",
+                      f"the first-order estimate's ranking of the layers correlates positively with the exact "
+                      f"{row['kind']} rows': {row['model']}",
+                      f"Spearman rho across layers of {row['estimate_metric']} with {row['exact_metric']} "
+                      "(same sequences; bootstrap CI over sequences)", "attribution_vs_exact.csv", +1, "",
+                      figure="attribution_vs_exact.png", digits=3,
+                      family=f"the fast mode against the exact rows: {row['model']}",
+                      family_size=int((table["model"] == row["model"]).sum()))
+        claim.value, claim.ci = float(row["spearman_rho"]), (float(row["ci_low"]), float(row["ci_high"]))
+        claim.regime = (f"{int(row['n_layers'])} layers, {int(row['n_sequences'])} sequences, "
+                        f"{int(row['n_tokens']):,} predicted tokens, {_made_by(table[table['model'] == row['model']])}")
+        claim.note = (f"Pearson r {row['pearson_r']:+.2f}; signs agree at {row['sign_agreement']:.0%} of layers; "
+                      f"median |estimate - exact| {row['median_abs_error']:.3g} nats beside a median |exact| of "
+                      f"{row['median_abs_exact']:.3g}; worst layers {row['worst_layers']} (exact "
+                      f"{row['worst_exact']}, estimated {row['worst_estimate']}); causal rows "
+                      f"{row['exact_seconds']:.0f} s exact, {row['estimate_seconds']:.0f} s estimated")
+        claims.append(claim)
+    return claims
+
+
 def importance_section(figures: Path) -> list[Claim]:
     return (rho_predicts_claims(figures) + anti_layer_claims(figures) + importance_claims(figures)
-            + accuracy_claims(figures))
+            + accuracy_claims(figures) + attribution_claims(figures))

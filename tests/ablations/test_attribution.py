@@ -195,3 +195,47 @@ def test_batches_are_cut_into_chunks_of_whole_sequences_under_the_logits_budget(
     for kind in ab.CAUSAL_KINDS:
         torch.testing.assert_close(cut.ablated[kind], whole.ablated[kind], atol=1e-6, rtol=0)
     torch.testing.assert_close(cut.mlp_means, whole.mlp_means, atol=1e-9, rtol=0)
+
+
+def test_the_readme_block_is_the_committed_table():
+    """figures/README.md's attribution_vs_exact block is summary_markdown of the committed summary table."""
+    import pandas as pd
+
+    from analyses import attribution_vs_exact as ave
+    from interp._util.paths import FIGURES_DIR
+
+    summary = pd.read_csv(FIGURES_DIR / ave.TABLE)
+    text = (FIGURES_DIR / "README.md").read_text()
+    block = f"<!-- begin:{ave.README_BLOCK} -->\n{ave.summary_markdown(summary)}\n<!-- end:{ave.README_BLOCK} -->"
+    assert block in text, "regenerate: interp figures --only attribution_vs_exact --recompute (HEAVY)"
+    assert set(summary["kind"]) == {"skip_mlp", "mean_mlp", "skip_attn", "skip_block"}
+    assert set(summary["model"]) == {"smollm2-135m", "gemma3-270m"}
+
+
+def test_what_the_docs_say_of_the_fast_mode_is_the_committed_table():
+    """The prose of figures/README.md and docs/probes.md quotes attribution_vs_exact's tables: the worst layers'
+    exact and estimated deltas, the sign agreement, the best rho, how many intervals exclude zero, the seconds."""
+    import pandas as pd
+
+    from analyses import attribution_vs_exact as ave
+    from interp._util.paths import FIGURES_DIR, REPO_ROOT
+
+    summary = pd.read_csv(FIGURES_DIR / ave.TABLE)
+    layers = pd.read_csv(FIGURES_DIR / ave.LAYERS_TABLE).set_index(["model", "kind", "layer"])
+    readme = " ".join((FIGURES_DIR / "README.md").read_text().split())
+    docs = " ".join((REPO_ROOT / "docs" / "probes.md").read_text().split())
+    first = layers.loc[("smollm2-135m", "skip_mlp", 0)]
+    quoted = f"SmolLM2's first MLP: {first['exact_mean']:+.1f} nats exact, {first['estimate_mean']:+.2f} estimated"
+    assert quoted in readme and quoted in docs
+    attn = layers.loc[("gemma3-270m", "skip_attn", 1)]
+    assert f"second attention: {attn['exact_mean']:+.1f} exact, {attn['estimate_mean']:+.1f} estimated" in readme
+    smol = summary[summary["model"] == "smollm2-135m"]
+    signs = f"{smol['sign_agreement'].min():.0%}-{smol['sign_agreement'].max():.0%}".replace("%-", "-")
+    assert f"signs agree on {signs} of SmolLM2's layers" in readme
+    assert f"signs agree with the exact rows' on {signs} of SmolLM2's layers" in docs
+    best = summary.loc[summary["spearman_rho"].idxmax()]
+    assert f"{best['spearman_rho']:+.2f} at best" in readme and f"{best['spearman_rho']:+.2f} at best" in docs
+    assert f"excluding zero for {int((summary['ci_low'] > 0).sum())} of the {len(summary)} rows" in readme
+    for model, name in (("smollm2-135m", "SmolLM2"), ("gemma3-270m", "Gemma-3")):
+        row = summary[summary["model"] == model].iloc[0]
+        assert f"{name} {row['exact_seconds']:,.0f} s against {row['estimate_seconds']:.0f} s" in readme

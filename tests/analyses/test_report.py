@@ -216,6 +216,22 @@ def test_accuracy_claims_match_their_table_and_say_how_many_tasks_were_looked_at
             assert f"at 95% each, {0.05 * len(g):.2f} of them would exclude zero by chance" in text
 
 
+def test_the_fast_modes_agreement_with_the_exact_rows_is_a_claim_per_model_and_kind():
+    """attribution_vs_exact's rows, one claim each (the estimate orders the layers as the exact removal: rho > 0),
+    read from the table; each model's kinds are one family, and the note carries the errors and the worst layers."""
+    found = rows()
+    table = pd.read_csv(FIGURES / "attribution_vs_exact.csv")
+    text = (FIGURES / report.MARKDOWN).read_text()
+    assert set(table.kind) == {"skip_mlp", "mean_mlp", "skip_attn", "skip_block"}
+    for _, r in table.iterrows():
+        cells = found[report.slug(f"attribution-{r.model}-{r.kind}")]
+        close(cells, (r.spearman_rho, r.ci_low, r.ci_high), 3)
+        assert verdict_of(cells) == rule(r.ci_low, r.ci_high, +1)
+        assert f"worst layers {r.worst_layers} (exact {r.worst_exact}" in text
+    for model, g in table.groupby("model"):
+        assert f"the fast mode against the exact rows: {model}: {len(g)} rows" in text
+
+
 def test_eval_claims_count_seeds_and_documents_and_their_family():
     """Recomputed from the per-run table (not the summary the report reads): per testable task of wider-early, the
     paired change over seeds (t) and documents (1.96 x sqrt(sum of both models' stderr^2) / pairs), added in
