@@ -145,11 +145,11 @@ def test_pass_counts():
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize("name,kinds", [("smollm2-135m", ("skip_mlp", "skip_block")),
-                                        ("gemma3-270m", ("skip_attn",))])
+@pytest.mark.parametrize("name,kinds", [("smollm2-135m", ("skip_mlp", "skip_block"))])
 def test_resumed_passes_equal_full_forwards_on_the_pretrained_models(name, kinds):
-    """The real models (SmolLM2: 30 layers, rotary tables; Gemma-3: sliding windows, sandwich norms, 262k
-    vocabulary), eager attention: a subset of the rows (two sequences of 16 tokens), both ways."""
+    """A real model (SmolLM2: 30 layers, rotary tables), eager attention: a subset of the rows (two sequences of 16
+    tokens), both ways. Gemma-3's sliding windows, sandwich norms and soft-caps are checked on its tiny random
+    family above (its real 262k-vocabulary copy cost 29 s of CI for the same code path)."""
     from interp import hf
 
     if not hf.REGISTRY[name].installed():
