@@ -91,6 +91,7 @@ def per_pass(loaded: Any, batches: Sequence[torch.Tensor], reps: int) -> dict[st
 
 CURVE_TABLE = Path(__file__).resolve().parent / "causal_ci_curve.csv"   # (d), committed: docs/probes.md reads it
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "probes.md"
+CURVE_PROVENANCE = ("model", "dtype", "hardware", "device", "text_source", "text_sha256", "weights_sha256", "versions")
 DOCS_MARKERS = ("<!-- causal-curve:begin -->", "<!-- causal-curve:end -->")
 
 
@@ -106,7 +107,9 @@ def curve(path: str) -> list[dict[str, Any]]:
     from interp.causal import causal_data
     from interp.stats import spearman_r, t_quantile
 
-    effects, _ = causal_data(pd.read_parquet(path))
+    table = pd.read_parquet(path)
+    effects, _ = causal_data(table)
+    stamp = {c: table[c].iloc[0] for c in CURVE_PROVENANCE if c in table}   # what produced the rows
     n_seq, seq_len = effects.n_sequences, effects.predicted + 1
     sizes = [s for s in (2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64) if s < n_seq] + [n_seq]
     rows = []
@@ -122,7 +125,7 @@ def curve(path: str) -> list[dict[str, Any]]:
                          "layers_resolved": int((np.abs(part.mean(1)) > width).sum()), "n_layers": int(d.shape[0]),
                          "rho_with_all": spearman_r(part.mean(1), d.mean(1)),
                          "rho_with_other_half": (spearman_r(part.mean(1), d[:, -s:].mean(1)) if 2 * s <= n_seq
-                                                 else float("nan"))})
+                                                 else float("nan")), **stamp})
     return rows
 
 
