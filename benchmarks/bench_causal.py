@@ -40,7 +40,12 @@ NAME = "bench_causal"
 TITLE = "Causal rows: probe --causal before and after resuming at the ablated layer (bench_causal)"
 CURVE_NAME = "bench_causal_curve"
 CURVE_TITLE = "Causal rows: CI width against tokens on SmolLM2 (bench_causal --curve)"
-QUIET_FORWARD_S = 2.345 / (2 * 512)   # s per token of a bare SmolLM2 forward, 2 quiet EPYC cores (bench_probes (a))
+# s per token of a bare SmolLM2 forward (eager, the loss; batch 4 x 512, the probe's), 2 threads on 2 quiet AMD EPYC
+# cores: the mean of the three bare forwards of bench_causal's quiet run of 2026-12-07 19:26 UTC (5.61 / 6.04 /
+# 5.24 s), whose end-to-end run it then reproduces. Between processes this forward takes 5.2-7.4 s on the same
+# quiet machine. The earlier constant, bench_probes (a) at batch 2 (4.69 s per 2,048 tokens), made the estimate
+# 12.9 min where the (then eager) run took 15 min 13 s end to end.
+QUIET_FORWARD_S = 5.63 / (4 * 512)
 SIZES = {
     "real": dict(model="smollm2-135m", batches=2, reps=2),
     "quick": dict(model="", batches=2, reps=1),
@@ -57,7 +62,9 @@ def per_pass(loaded: Any, batches: Sequence[torch.Tensor], reps: int) -> dict[st
     """Seconds of each pass kind on each batch (interleaved ABBA), as multiples of the bare forward on that batch."""
     from interp.ablations import layers as al
     from interp.ablations.loss import token_losses
+    from interp.causal import CAUSAL_ATTENTION
     from interp.hf import layer_modules, unwrap
+    from interp.hf.attention import attention_within
 
     root, layers = unwrap(loaded), layer_modules(loaded)
     n = len(layers)
@@ -75,12 +82,13 @@ def per_pass(loaded: Any, batches: Sequence[torch.Tensor], reps: int) -> dict[st
         def run(ids: torch.Tensor) -> None:
             if id(ids) not in kept:
                 kept[id(ids)] = al.kept_clean_pass(root, layers, ids)[0]
-            with al.layer_ablated(loaded, "skip_mlp", start), al._replaying(layers, kept[id(ids)], start):
+            with (attention_within(root, CAUSAL_ATTENTION), al.layer_ablated(loaded, "skip_mlp", start),
+                  al._replaying(layers, kept[id(ids)], start)):
                 token_losses(root, ids)
         return run
 
     variants = {"bare forward": bare, "full pass (before)": full,
-                **{f"resumed at layer {s} (after)": resumed(s) for s in starts}}
+                **{f"resumed at layer {s} (after, sdpa)": resumed(s) for s in starts}}
     with torch.no_grad():
         for ids in batches:   # the kept stream of each batch exists before any timing (its pass is timed in (b))
             kept[id(ids)] = al.kept_clean_pass(root, layers, ids)[0]
@@ -216,7 +224,8 @@ def main(argv: Sequence[str] | None = None, command: str | None = None) -> str:
         n_layers = len(hf.layer_modules(loaded))
         passes = per_pass(loaded, batches[:size["batches"]], size["reps"])
         passes.pop("_bare_s")
-        report.note(f"Model: {model} (fp32, eager attention), {n_layers} layers; held-out wiki text; probe defaults "
+        report.note(f"Model: {model} (fp32; eager attention for the probe, the bare forward and the passes before, sdpa "
+                    f"for the passes after: interp.causal.CAUSAL_ATTENTION), {n_layers} layers; held-out wiki text; probe defaults "
                     f"({cfg.tokens:,} tokens = {len(batches)} batches of {cfg.batch_size} x {cfg.seq_len}); causal "
                     f"rows' budget {cfg.causal_tokens or cfg.tokens:,} tokens; {args.threads} thread(s).")
         report.section("(a) One pass, as a multiple of a bare forward on the same batch (interleaved, ABBA)")
@@ -256,7 +265,8 @@ def main(argv: Sequence[str] | None = None, command: str | None = None) -> str:
     report.note(f"A bare forward of one batch ({cfg.batch_size} x {cfg.seq_len}) here took {bare[0]:.2f} / "
                 f"{bare[1]:.2f} / {bare[2]:.2f} s before / between / after the two runs (each run is counted in the "
                 f"mean of the two around it); on 2 quiet cores {quiet_batch_s:.2f} s ({1 / QUIET_FORWARD_S:,.0f} "
-                "tokens/s, bench_probes (a) at batch 2), which turns forwards' worth into the quiet estimate. Both "
+                "tokens/s, QUIET_FORWARD_S: the same bare forward timed on 2 quiet cores), which turns forwards' worth "
+                "into the quiet estimate. Both "
                 f"runs include loading the model. Before: every one of {n_seq_all} sequences, {1 + 4 * n_layers} full "
                 f"passes each. After: the first {causal_tokens // cfg.seq_len} sequences ({causal_tokens:,} tokens), "
                 f"{causal_pass_count(n_layers):.1f} forwards' worth of passes by the progress's weights (a pass resumed "

@@ -192,7 +192,7 @@ def test_bench_causal_quick():
     from benchmarks import bench_causal
 
     text = bench_causal.main(["--quick", "--threads", "1"])
-    for piece in ("(a) One pass", "full pass (before)", "resumed at layer 0 (after)", "probe --causal, after",
+    for piece in ("(a) One pass", "full pass (before)", "resumed at layer 0 (after, sdpa)", "probe --causal, after",
                   "probe --causal, before", "quiet estimate (min)"):
         assert piece in text, piece
 
@@ -220,3 +220,33 @@ def test_the_docs_curve_and_what_it_says_are_the_committed_table():
     for claim in ("28 of 30 for\n  skip_attn", "1.5-1.6 times", "rho 0.97-0.98", "2.5-2.9 times", "7-9 times at 2",
                   "only 8-15 of the 30"):
         assert claim in text, claim
+
+
+def test_the_causal_passes_run_sdpa_and_give_the_model_back_as_it_was(checkpoint):
+    """interp.hf.attention.attention_within: an eager HF model runs sdpa inside the block (the same losses to float32
+    rounding) and is eager again after it, also after an error; Gemma-2 (no sdpa path) and our TaperedLM keep their
+    own. The causal rows say which ran (attn_implementation)."""
+    import torch
+
+    from interp.ablations.loss import token_losses
+    from interp.hf.attention import attention_of, attention_within
+    from tests.factories import tiny_hf
+
+    llama = tiny_hf("LlamaForCausalLM")
+    tokens = torch.randint(0, 64, (2, 16), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        eager = token_losses(llama, tokens)
+        with attention_within(llama) as used:
+            assert used == "sdpa" == attention_of(llama)
+            sdpa = token_losses(llama, tokens)
+    assert attention_of(llama) == "eager"
+    torch.testing.assert_close(sdpa, eager, atol=1e-5, rtol=0)
+    with pytest.raises(RuntimeError), attention_within(llama):
+        raise RuntimeError("a pass fails")
+    assert attention_of(llama) == "eager"
+    gemma2 = tiny_hf("Gemma2ForCausalLM")
+    with attention_within(gemma2) as used:
+        assert used == "eager"
+    run, text = checkpoint   # our TaperedLM: its own attention
+    rows = _causal(ct.probe(str(run), text=text, **SMALL, causal=True, causal_tokens=0))
+    assert set(rows["attn_implementation"]) == {"native"}
