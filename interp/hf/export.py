@@ -207,8 +207,28 @@ def _check_out_dir(run_dir: Path, out_dir: Path, overwrite: bool) -> None:
                          fix="choose a new --out folder, or empty this one yourself")
 
 
-def export_hf(run_dir: PathLike, out_dir: PathLike, *, overwrite: bool = False) -> Path:
+LOCAL = "<local>"   # what an absolute path of this machine becomes in a public export's config.json
+
+
+def public_paths(value: object) -> object:
+    """`value` (a JSON-able config block) with every absolute path string (/..., ~/..., C:\\...) replaced by
+    "<local>/<its last name>": what a pushed export says of the machine that trained it (a home folder, a
+    cluster's scratch layout) is the folder's name, nothing more."""
+    if isinstance(value, dict):
+        return {k: public_paths(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [public_paths(v) for v in value]
+    if isinstance(value, str) and (value.startswith(("/", "~")) or (len(value) > 2 and value[1:3] in (":\\", ":/"))):
+        name = value.rstrip("/\\").replace("\\", "/").rsplit("/", 1)[-1]
+        return f"{LOCAL}/{name}" if name else LOCAL
+    return value
+
+
+def export_hf(run_dir: PathLike, out_dir: PathLike, *, overwrite: bool = False, public: bool = False) -> Path:
     """Write the Hugging Face folder of checkpoint `run_dir` to `out_dir`; returns out_dir.
+
+    public: the config's `interp` block keeps no absolute path of this machine (public_paths; `interp export
+    --push` sets it): the run folder and the training paths are named, not located.
 
     Checks everything (checkpoint, mixer, tokenizer, output) before writing; out_dir must not exist or
     be empty unless overwrite (then only the files this function writes are replaced). The lock is taken before
@@ -236,6 +256,8 @@ def export_hf(run_dir: PathLike, out_dir: PathLike, *, overwrite: bool = False) 
     model, _ = checkpoints.load_checkpoint(run_dir)
     source = {"exported_from": str(run_dir.resolve()), "checkpoint_config_sha256": json_sha256(config),
               "model": config.get("model"), "train": config.get("train"), **provenance()}
+    if public:
+        source = public_paths(source)
     hf_cfg = hf_config(model.cfg, eos_id=tokenizer.eos_id, source=source)
     if out_dir.exists() and not out_dir.is_dir():
         raise InputError("is a file, not a folder", path=out_dir, fix="give --out a new folder")

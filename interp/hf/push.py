@@ -440,7 +440,7 @@ def push_run(run_dir: PathLike, repo_id: str, step_checkpoints: Sequence[tuple[P
     with tempfile.TemporaryDirectory(prefix="interp-push-") as tmp:
         for branch in run.branches:
             folder = Path(tmp) / branch.name
-            export_hf(branch.source, folder)
+            export_hf(branch.source, folder, public=True)
             write_text_atomic(folder / CARD_FILE, model_card(run, repo_id, branch))
             if branch.name not in existing:
                 _ask(repo_id, branch.name, f"creating branch {branch.name} of {repo_id}",

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import torch
 
 from interp.cli import main
 from tests.factories import write_corpus
@@ -81,6 +82,10 @@ def test_a_pushed_run_reads_back_as_the_local_run(run, hub, tmp_path, capsys):
         files = set(repo.revisions[branch].files)
         assert {"config.json", "model.safetensors", "tokenizer.json", "modeling_tapered_llama.py",
                 "README.md", ".gitattributes"} <= files, (branch, files)
+        # no absolute path of this machine is published: the run folder and the corpus are named, not located
+        config_text = repo.revisions[branch].files["config.json"].read_text()
+        assert str(run_dir.parent.parent) not in config_text and '"exported_from": "<local>/' in config_text, branch
+        assert str(run_dir.parent.parent) not in repo.revisions[branch].files["README.md"].read_text(), branch
 
     # read back through the CLI, in a child process with the hub's environment, and compared with the run
     hub_out, local_out = tmp_path / "hub.parquet", tmp_path / "local.parquet"
@@ -108,6 +113,27 @@ def test_a_pushed_run_reads_back_as_the_local_run(run, hub, tmp_path, capsys):
     last = want[want["step"] == 4.0].reset_index(drop=True)
     assert main_rows["step"].isna().all() and len(main_rows) == len(last) > 0   # "main" names no step
     pd.testing.assert_frame_equal(main_rows[columns], last[columns], atol=1e-6, rtol=0, check_dtype=False)
+
+    # TransformerLens boots a branch by hub id and revision (interp installed: its adapters), with our logits
+    boot = """if True:
+        import sys, torch
+        import interp.hf.tl_export
+        from transformer_lens.model_bridge import TransformerBridge
+        bridge = TransformerBridge.boot_transformers(sys.argv[1], revision=sys.argv[2], device="cpu")
+        with torch.no_grad():
+            torch.save(bridge(torch.arange(16).reshape(2, 8)), sys.argv[3])
+    """
+    env = hub.child_env(hf_home=tmp_path / "tl")
+    env.update(PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
+    proc = subprocess.run([sys.executable, "-c", boot, REPO_ID, STEPS[2], str(tmp_path / "tl.pt")], cwd=tmp_path,
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    from interp.training.checkpoints import load_checkpoint
+
+    ours = load_checkpoint(run_dir / "checkpoints" / "step_000002")[0].eval()
+    with torch.no_grad():
+        want = ours(torch.arange(16).reshape(2, 8))
+    torch.testing.assert_close(torch.load(tmp_path / "tl.pt"), want, atol=1e-5, rtol=1e-5)
 
     # the card: what the run records, nothing it does not
     import json
@@ -197,3 +223,13 @@ def test_branch_names_carry_step_and_exact_tokens():
     assert branch_name(2, 512) == "step2-tokens512" and branch_name(1000, 4 * 10**9) == "step1000-tokens4B"
     assert branch_name(128, 262_144) == "step128-tokens262144" and branch_name(9, 2_048_000) == "step9-tokens2048K"
     assert branch_name(5, None) == "step5" and step_of("step5")[0] == 5.0
+
+
+def test_public_paths_name_local_folders_without_locating_them():
+    from interp.hf.export import public_paths
+
+    block = {"exported_from": "/home/ada/runs/cosine", "train": {"source": "/scratch/u1/corpus/", "out_dir": "runs/x",
+             "preset": "micro", "files": ["~/data/a.txt", "C:\\data\\b.txt"], "lr": 0.001}}
+    assert public_paths(block) == {"exported_from": "<local>/cosine", "train": {
+        "source": "<local>/corpus", "out_dir": "runs/x", "preset": "micro", "files": ["<local>/a.txt", "<local>/b.txt"],
+        "lr": 0.001}}
