@@ -59,11 +59,13 @@ from analyses.group_ablation import (
     PRESET_HELP,
     ROOT_HELP,
     SEEDS_HELP,
+    execution_option,
     experiment_files,
     train_and_record,
     write_experiment_tables,
 )
 from interp._util.config import json_object, option, path_component
+from interp.jobs.executors import ExecutorConfig
 from interp.schedules import WidthSpec
 
 NAME = "architectures"
@@ -117,6 +119,7 @@ class Config:
     budget: str = option("cpu", "cpu: the reduced CPU budget where the preset has one (CPU_BUDGETS); preset: the "
                                 "preset's own steps and n_ctx (on a GPU); runs go to architectures-<preset>-full",
                          choices=BUDGETS)
+    execution: ExecutorConfig = execution_option()
 
 
 # -------------------------------------------------------------------------------------- experiments
@@ -276,9 +279,12 @@ def compute(cfg: Config, figures_dir: Path, data=None, train: bool = True):
     Returns (report or None, summary); raises interp.training.experiments.ExperimentFailed after writing
     if any run failed.
     """
+    from interp.jobs.training import submitted
     from interp.training.experiments import ExperimentFailed
 
     exp, report = train_and_record(experiment(cfg), cfg, figures_dir, train, data)
+    if submitted(report):   # --no-wait: the runs are queued; the rerun collates
+        return report, None
     runs, summary = tables(exp)
     write_experiment_tables(runs, summary, figures_dir, RUNS_TABLE, TABLE, cfg, NAME)
     if report is not None and report.failed:

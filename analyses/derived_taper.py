@@ -32,10 +32,13 @@ from analyses.group_ablation import (
     PRESET_HELP,
     ROOT_HELP,
     STEPS_HELP,
+    execution_option,
     experiment_files,
     paired_vs,
+    train_runs,
 )
 from interp._util.config import option
+from interp.jobs.executors import ExecutorConfig
 
 NAME = "derived_taper"
 HEAVY = True  # 25 training runs of `tiny`
@@ -59,6 +62,7 @@ class Config:
     smollm2: bool = option(True, "add the variant derived from SmolLM2's committed skip-MLP profile")
     # a control: is a derived taper better than the steepest hand-picked one (start + end = 2 keeps the budget)?
     steepest: bool = option(True, "add cosine 1.75 -> 0.25, the steepest cosine taper of the paper's family")
+    execution: ExecutorConfig = execution_option()
 
 
 def _spec_from_rows(rows: pd.DataFrame, cfg: Config, source: str):
@@ -101,14 +105,16 @@ def compute(cfg: Config, figures_dir: Path, data=None, train: bool = True) -> pd
     measure, derive, and write the three tables; returns the summary."""
     from interp.taper import WIDTHS_FORMAT
     from interp._util.io import write_json_atomic
-    from interp.training.experiments import ExperimentFailed, Variant, run_experiment
+    from interp.jobs.training import submitted
+    from interp.training.experiments import ExperimentFailed, Variant
     from interp.training.results import experiment_runs, summarize
 
     figures_dir = Path(figures_dir)
     first = experiment(cfg)
     first.seeds = [0]
     first.variants = first.variants[:1]
-    report = run_experiment(first, data=data) if train else None  # uniform seed 0: the model that is measured
+    # uniform seed 0: the model that is measured, so this stage waits for its run even under --no-wait
+    report = train_runs(first, cfg, data, wait=True) if train else None
     if report is not None and report.failed:
         raise ExperimentFailed(report)
     measured_dir = first.run_dir(first.variants[0], 0)
@@ -126,7 +132,9 @@ def compute(cfg: Config, figures_dir: Path, data=None, train: bool = True) -> pd
     for name, spec in specs.items():
         write_json_atomic(work / f"{name}.json", {"format": WIDTHS_FORMAT, "width": spec.to_dict(), "label": spec.label})
     exp = experiment(cfg, variants)
-    report = run_experiment(exp, data=data) if train else None
+    report = train_runs(exp, cfg, data) if train else None
+    if submitted(report):   # --no-wait: the runs are queued; the rerun collates
+        return pd.DataFrame()
     runs = experiment_runs(exp)
     order = [v.name for v in exp.variants]
     summary = paired_vs(summarize(runs, order=order), runs, "cosine-1.5-0.5", "vs_cosine", order)

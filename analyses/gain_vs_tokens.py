@@ -46,8 +46,9 @@ from pathlib import Path
 import pandas as pd
 
 from analyses import in_study_order, outputs, read_table, resolve_root, write_table
-from analyses.group_ablation import ROOT_HELP, experiment_files
+from analyses.group_ablation import ROOT_HELP, execution_option, experiment_files, train_runs
 from interp._util.config import option
+from interp.jobs.executors import ExecutorConfig
 
 NAME = "gain_vs_tokens"
 HEAVY = True  # 40 runs of 2.1M tokens each (20 of them the arms) plus a check pair (~6 h on 2 cores)
@@ -70,13 +71,13 @@ class Config:
     seeds: int = option(5, "train seeds 0..N-1 per variant and block style (the issue asks for >= 5)")
     lengths: tuple[int, ...] = option((256, 512, 768, 1024), "training lengths in steps of 2,048 tokens; the "
                                       "longest is the run, the others cooldown branches")
-    cooldown_fraction: float = option(0.2, "share of each length spent cooling down (Hagele et al.: 20%)")
+    cooldown_fraction: float = option(0.2, "share of each length spent cooling down (Hagele et al.: 20 percent)")
     n_layers: int | None = option(None, "layers; None = the preset's (tiny: 6). The arms' thirds need at least 3")
     d_model: int = option(128, "residual width (smaller than tiny's 256, so the study fits the CPU)")
     n_heads: int = option(4, "attention heads")
     d_ff: int = option(512, "mean MLP width")
     source: str = option("english", "training corpus (interp.data): the largest clean offline one")
-    dtype: str = option("fp32", "fp32: the same numbers on either CPU kind (bf16 moves a run by up to 4%)")
+    dtype: str = option("fp32", "fp32: the same numbers on either CPU kind (bf16 moves a run by up to 4 percent)")
     threads: int = option(1, "torch threads per run (two 1-thread processes beat one 2-thread one)")
     jobs: int = option(2, "runs trained at once, one process each (run_experiment jobs; 2 = one per core here)")
     eval_batches: int = option(16, "validation batches of 8 x 256 tokens per evaluation")
@@ -88,6 +89,7 @@ class Config:
     keep: bool = option(True, "keep the stored rows (figures/gain_vs_tokens_runs.csv, _curves.csv) of runs whose "
                               "directories are not under root, so a recompute of some runs keeps the others")
     root: str = option("repo:runs", ROOT_HELP)
+    execution: ExecutorConfig = execution_option()
 
 
 def experiment(cfg: Config, arch: str):
@@ -262,7 +264,8 @@ def curves(exp, arch: str) -> pd.DataFrame:
 def compute(cfg: Config, figures_dir: Path, data=None, train: bool = True) -> pd.DataFrame:
     """Train cfg.archs (and the check pair when its arch is among them), then rewrite the tables from every
     gain-vs-tokens run directory under root; returns the summary."""
-    from interp.training.experiments import ExperimentFailed, run_experiment
+    from interp.jobs.training import submitted
+    from interp.training.experiments import ExperimentFailed
 
     unknown = sorted(set(cfg.archs) - set(ARCHS))
     if unknown:
@@ -270,12 +273,15 @@ def compute(cfg: Config, figures_dir: Path, data=None, train: bool = True) -> pd
     figures_dir = Path(figures_dir)
     stored = ((stored_rows(figures_dir / RUNS_TABLE, RUN_KEY), stored_rows(figures_dir / CURVES_TABLE, CURVE_KEY))
               if cfg.keep else (None, None))
-    failed = []
+    failed, queued = [], False
     if train:  # the check pair first: two short runs, so the schedule check is there early
         checks = [check_experiment(cfg)] if cfg.check_steps and cfg.check_arch in cfg.archs else []
         for exp in checks + [experiment(cfg, arch) for arch in cfg.archs]:
-            report = run_experiment(exp, data=data, jobs=cfg.jobs)
+            report = train_runs(exp, cfg, data)
             failed += [report] if report.failed else []
+            queued = queued or submitted(report)
+    if queued:   # --no-wait: the runs are queued; the rerun collates
+        return pd.DataFrame()
     runs, curve_parts = [], []
     for arch in ARCHS:
         exp = experiment(cfg, arch)

@@ -42,6 +42,7 @@ import pandas as pd
 
 from analyses import outputs, read_table, resolve_root, write_table
 from interp._util.config import option, path_component
+from interp.jobs.executors import ExecutorConfig
 from interp.training.config import DTYPES
 
 NAME = "group_ablation"
@@ -72,8 +73,15 @@ ONLY_HELP = "train only these variants (e.g. to split the runs over machines); s
 OVERRIDES_HELP = "TrainConfig fields shared by every run (--set FIELD=JSON)"
 DTYPE_HELP = ("training precision of every run: fp32 | bf16 (autocast) | auto (bf16 where native); fp32 keeps the "
               "numbers independent of the CPU kind")
+EXECUTION_HELP = ("where the runs train (interp.jobs.ExecutorConfig, from --executor, --partition, --time-min, ...; "
+                  "--executor slurm: one array task per run; docs/scale.md); its jobs is the Config's --jobs")
 JOBS_HELP = ("runs trained at once, one process each with cores/jobs threads (2 on a 2-core CPU: 1.26x the "
              "throughput of 1 for tiny, benchmarks/RESULTS.md; the same numbers only at a fixed --set threads)")
+
+
+def execution_option() -> Any:
+    """The `execution` field of every training experiment's Config (the CLI fills it from the executor flags)."""
+    return option(help=EXECUTION_HELP, default_factory=ExecutorConfig, cli=False)
 
 
 @dataclass
@@ -91,6 +99,7 @@ class Config:
     only: tuple[str, ...] = option((), ONLY_HELP, metavar="VARIANT[,VARIANT]")
     jobs: int = option(1, JOBS_HELP)
     overrides: dict[str, Any] = option(help=OVERRIDES_HELP, default_factory=dict, cli=False)
+    execution: ExecutorConfig = execution_option()
 
 
 def experiment(cfg: Config):
@@ -146,14 +155,25 @@ def with_records(exp, figures_dir: str | Path):
     return dataclasses.replace(exp, records=Path(figures_dir) / RECORDS_DIR / exp.name)
 
 
+def train_runs(exp, cfg: Any, data=None, wait: bool | None = None):
+    """run_experiment's Report for `exp`, trained where cfg.execution says: here with cfg.jobs processes (the
+    default), or one Slurm array task per run (interp.jobs.training). `wait` overrides --no-wait (a stage whose
+    runs the next one reads). Shared by every training analysis."""
+    from interp.jobs.training import train_experiment
+
+    execution = getattr(cfg, "execution", None) or ExecutorConfig()
+    execution = dataclasses.replace(execution, jobs=getattr(cfg, "jobs", 1),
+                                    wait=execution.wait if wait is None else wait)
+    return train_experiment(exp, execution, data=data)
+
+
 def train_and_record(exp, cfg: Any, figures_dir: Path, train: bool = True, data=None):
-    """(exp with its records, Report or None): train the runs neither finished nor recorded (unless train=False,
-    with cfg.jobs at once), then record every run finished in its directory. Shared with architectures."""
-    from interp.training.experiments import run_experiment
+    """(exp with its records, Report or None): train the runs neither finished nor recorded (unless train=False;
+    train_runs), then record every run finished in its directory. Shared with architectures."""
     from interp.training.results import save_records
 
     exp = with_records(exp, figures_dir)
-    report = run_experiment(exp, data=data, jobs=getattr(cfg, "jobs", 1)) if train else None
+    report = train_runs(exp, cfg, data) if train else None
     save_records(exp)
     return exp, report
 
@@ -168,10 +188,13 @@ def compute_tables(exp, cfg: Any, figures_dir: Path, name: str, table: str, runs
     {variant: column suffix} (paired_vs).
     Returns (report or None, summary). Raises ExperimentFailed after writing if any run failed.
     """
+    from interp.jobs.training import submitted
     from interp.training.experiments import ExperimentFailed
     from interp.training.results import experiment_runs, summarize
 
     exp, report = train_and_record(exp, cfg, figures_dir, train, data)
+    if submitted(report):   # --no-wait: the runs are queued; the rerun collates
+        return report, None
     runs = experiment_runs(exp)
     order = [v.name for v in exp.variants]
     summary = summarize(runs, order=order)

@@ -57,9 +57,11 @@ from analyses.group_ablation import (
     STEPS_HELP,
     build_experiment,
     compute_tables,
+    execution_option,
     experiment_files,
 )
 from interp._util.config import option, path_component
+from interp.jobs.executors import ExecutorConfig
 from interp.training.config import DTYPES
 
 NAME = "rival_profiles"
@@ -85,6 +87,7 @@ class Config:
                                   "al.'s FFNs in the middle ~70 percent; no-first-mlp: modded-nanogpt), paired by seed "
                                   "with the other runs: 2 x seeds more runs (HEAVY)")
     overrides: dict[str, Any] = option(help=OVERRIDES_HELP, default_factory=dict, cli=False)
+    execution: ExecutorConfig = execution_option()
 
 
 def experiment(cfg: Config):

@@ -44,9 +44,11 @@ from analyses.group_ablation import (
     STEPS_HELP,
     build_experiment,
     compute_tables,
+    execution_option,
     experiment_files,
 )
 from interp._util.config import option, path_component
+from interp.jobs.executors import ExecutorConfig
 from interp.training.config import DTYPES
 
 NAME = "schedule_sweep"
@@ -86,6 +88,7 @@ class Config:
     only: tuple[str, ...] = option((), ONLY_HELP, metavar="VARIANT[,VARIANT]")
     jobs: int = option(1, JOBS_HELP)
     overrides: dict[str, Any] = option(help=OVERRIDES_HELP, default_factory=dict, cli=False)
+    execution: ExecutorConfig = execution_option()
 
 
 PAPER_VAL_PPL = paper_val_ppl()

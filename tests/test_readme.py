@@ -126,6 +126,19 @@ def test_python_tour_runs(tmp_path, monkeypatch):
     assert (namespace["result"]["status"], namespace["result"]["step"]) == ("done", int(MAX_STEPS))
 
 
+def test_task_table_commands_parse():
+    """Every `interp ...` command of the README's task table is one the CLI takes as written (NAME: a placeholder)."""
+    from interp.cli import build_parser
+
+    rows = [line for line in README.read_text().split("## What do you want to do?", 1)[1].split("\n## ", 1)[0]
+            .splitlines() if line.startswith("| ")]
+    commands = [c for line in rows for c in re.findall(r"`(interp [^`]*)`", line)]
+    assert len(commands) >= 15, commands
+    parser = build_parser()
+    for command in commands:
+        parser.parse_args(shlex.split(command.replace("NAME", "group_ablation"))[1:])  # SystemExit: not as written
+
+
 def test_first_screen_and_docs_index():
     """The README's first screen holds the pitch, the two commands and the task table; docs/README.md names every
     page of docs/ (a new page without a line fails here)."""

@@ -28,6 +28,7 @@ import stat
 import struct
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -65,16 +66,26 @@ def _umask() -> int:
 
 TEMP_SUFFIX = ".tmp"
 FAULT_ENV = "INTERP_FAULT"
+FAULT_PAUSE_ENV = "INTERP_FAULT_PAUSE"
 # `.<name>.XXXXXXXX.tmp`: tempfile's 8 random characters between the file name and the suffix.
 _TEMP_NAME = re.compile(r"^\.(?P<name>.+)\.[a-z0-9_]{8}" + re.escape(TEMP_SUFFIX) + "$")
 
 
 def fault_point(name: str) -> None:
-    """Test-only: SIGKILL this process here when INTERP_FAULT (a glob) matches `name` (see the module doc)."""
+    """Test-only: SIGKILL this process here when INTERP_FAULT (a glob) matches `name` (see the module doc). With
+    INTERP_FAULT_PAUSE=FILE the first process there creates FILE (its pid and SLURM_JOB_ID) and waits until FILE is
+    removed or it is killed, and the others pass: a task held at a known point for a test to signal (tests/jobs)."""
     pattern = os.environ.get(FAULT_ENV)
     if pattern and fnmatch.fnmatchcase(name, pattern):
         sys.stdout.flush()
         sys.stderr.flush()
+        if os.environ.get(FAULT_PAUSE_ENV):
+            with contextlib.suppress(FileExistsError), open(os.environ[FAULT_PAUSE_ENV], "x") as marker:
+                marker.write(f"{os.getpid()} {os.environ.get('SLURM_JOB_ID', '')}\n")
+                marker.close()
+                while os.path.exists(os.environ[FAULT_PAUSE_ENV]):
+                    time.sleep(0.05)
+            return
         os.kill(os.getpid(), getattr(signal, "SIGKILL", signal.SIGTERM))
 
 

@@ -11,6 +11,7 @@ CONFIG_FILE = "config.json"
 TRAIN_STATE_FILE = "train_state.pt"
 LOG_FILE = "log.jsonl"
 RESULT_FILE = "result.json"
+RUN_LOCK_FILE = ".lock"   # in a run directory: held by the Trainer's rank 0 for the whole run (exclusive_lock)
 
 # Token files: a raw memmap plus its metadata.
 TOKENS_SUFFIX = ".bin"

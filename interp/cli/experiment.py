@@ -4,6 +4,8 @@
     interp experiment sweep --preset tiny --seeds 3 --dry-run          # the plan: runs, widths, parameters
     interp experiment eval runs/rivals-tiny --out results/rivals       # the paper's tasks on every run of a root
     torchrun --nproc_per_node=8 -m interp.cli experiment groups --preset 440m --set grad_accum=1   # each run DDP
+    interp experiment groups --preset 440m --seeds 5 --executor slurm --gpus-per-task 1 --time-min 1440 --no-wait
+    interp jobs status runs/groups-440m                                 # per run: state, step/total, loss, error
 
 NAME is one of analyses.EXPERIMENTS; each is an analysis module whose Config's fields are the flags, whose compute
 trains and tabulates and whose render plots. Every training experiment also takes --dry-run (list the runs, train
@@ -13,6 +15,10 @@ skips finished runs and resumes interrupted (or abandoned: a killed runner's) on
 in its run directory's error.txt and the others go on; a run whose folder another live process trains in is reported
 as running elsewhere and left alone. Exit status: 0 all done, 1 a run failed or runs elsewhere, 130 / 143
 interrupted by SIGINT / SIGTERM (the runs save their step, no table is written; rerun to resume).
+
+--executor slurm (every training experiment) submits one Slurm array task per unfinished run, each resuming from its
+run's last checkpoint when Slurm requeues it (preemption, time-out, scancel + `scontrol requeue`); the command waits
+and tabulates, or with --no-wait returns at once and the rerun tabulates (interp.jobs.training; docs/scale.md).
 
 `interp sweep`, `interp ablate groups|rivals|architectures` and `interp eval-experiment` are aliases of these
 commands, kept for one release.
@@ -37,6 +43,7 @@ EVAL_LEGACY = "eval-experiment"   # its older command, whose --out is the eval t
 RESULTS_DIR = Path("results")  # relative to the working directory: where analyses of a user's runs go by default
 RESULTS_TEXT = "./results/ of the working directory"
 SHARED = "options of every experiment"
+EXECUTOR_OWN = ("jobs",)   # ExecutorConfig fields an experiment's Config declares itself (--jobs: runs at once here)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -81,9 +88,15 @@ def _takes_train_overrides(module: ModuleType) -> bool:
     return "overrides" in {f.name for f in dataclasses.fields(module.Config)}
 
 
+def _has_execution(module: ModuleType) -> bool:
+    """Whether the experiment's runs can train elsewhere (its Config embeds an interp.jobs.ExecutorConfig)."""
+    return "execution" in {f.name for f in dataclasses.fields(module.Config)}
+
+
 def add_experiment_arguments(p: argparse.ArgumentParser, module: ModuleType) -> None:
     """Flags of a training experiment: one per option field of `module.Config` (--seeds, --jobs, --root, ...),
-    then the options every experiment shares (--set, --out, --dry-run, --no-train)."""
+    then the options every experiment shares (--set, --out, --dry-run, --no-train), then where its runs train
+    (--executor, --partition, ...: interp.jobs.ExecutorConfig, whose --jobs is the Config's own)."""
     add_arguments(p, module.Config)
     shared = p.add_argument_group(SHARED)
     set_help = ("any TrainConfig field for every run, e.g. --set grad_accum=1 --set dtype='\"bf16\"'"
@@ -95,6 +108,10 @@ def add_experiment_arguments(p: argparse.ArgumentParser, module: ModuleType) -> 
     shared.add_argument("--dry-run", action="store_true", help="list the runs, widths and parameter counts; train "
                                                                 "nothing")
     shared.add_argument("--no-train", action="store_true", help="only rebuild the tables and figure from the run dirs")
+    if _has_execution(module):
+        from interp.cli.jobs import add_executor_arguments
+
+        add_executor_arguments(p, exclude=EXECUTOR_OWN)
 
 
 def config_from_args(module: ModuleType, args: argparse.Namespace, command: str) -> Any:
@@ -105,6 +122,10 @@ def config_from_args(module: ModuleType, args: argparse.Namespace, command: str)
         extra = {"overrides": parse_train_overrides(args.set, command)}
     else:
         extra = parse_set_overrides(args.set, command, module.Config)
+    if _has_execution(module):
+        from interp.cli.jobs import executor_from_args
+
+        extra["execution"] = executor_from_args(args, exclude=EXECUTOR_OWN)
     cfg = dataclass_from_args(module.Config, args, **extra)
     try:
         check_counts(cfg)
@@ -220,6 +241,10 @@ def run_analysis(module: ModuleType, args: argparse.Namespace, command: str) -> 
     if module.NAME in PLANS and dist.world_size > 1:
         raise SystemExit(f"{command}: runs in one process (its runs train one after another, or side by side with "
                          "--jobs where it has it): run it without torchrun")
+    execution = getattr(cfg, "execution", None)
+    if execution is not None and execution.executor != "local" and dist.world_size > 1:
+        raise SystemExit(f"{command}: --executor {execution.executor} submits the runs from one process: run it "
+                         "without torchrun (a run's own ranks are its task's)")
     if not dist.primary:  # under torchrun: the other ranks only take part in training
         return run_experiment(experiments[0], log=None).exit_code if not args.no_train else 0
     for exp in experiments:
@@ -234,6 +259,10 @@ def run_analysis(module: ModuleType, args: argparse.Namespace, command: str) -> 
             summary = read_table(out, module.TABLE, module.NAME)
     if report is not None:
         print(report.summary())
+    from interp.jobs.training import submitted
+
+    if submitted(report):   # --no-wait: nothing to tabulate until the runs finish; the rerun collates
+        return report.exit_code
     if summary is not None and len(summary):
         SHOW.get(module.NAME, print_table)(summary)
         for path in module.render(out):

@@ -4,6 +4,7 @@ ablate` build from resumable parts, looked at and rebuilt while (or after) their
     interp batch runs/ --out results/batch.parquet --executor slurm --jobs 8 --no-wait
     interp jobs status results/batch.parquet     # done / failed / running / interrupted / pending per target
     interp jobs merge results/batch.parquet      # rebuild the table from the parts (what --merge-only did)
+    interp jobs status runs/groups-440m          # an experiment's runs: state, step out of total, loss, error
 
 Also the executor flags every such command shares (interp.jobs.ExecutorConfig): --executor local|torchrun|slurm,
 --jobs, and the Slurm options. See docs/scale.md.
@@ -20,16 +21,17 @@ from interp._util.config import add_arguments, dataclass_from_args
 EXECUTOR_GROUP = "where the tasks run (interp.jobs.ExecutorConfig; docs/scale.md)"
 
 
-def add_executor_arguments(parser: argparse.ArgumentParser) -> None:
+def add_executor_arguments(parser: argparse.ArgumentParser, exclude: tuple[str, ...] = ()) -> None:
+    """The ExecutorConfig flags; `exclude` leaves out those the command declares itself (an experiment's --jobs)."""
     from interp.jobs.executors import ExecutorConfig   # torch-free
 
-    add_arguments(parser.add_argument_group(EXECUTOR_GROUP), ExecutorConfig)
+    add_arguments(parser.add_argument_group(EXECUTOR_GROUP), ExecutorConfig, exclude=exclude)
 
 
-def executor_from_args(args: argparse.Namespace):
+def executor_from_args(args: argparse.Namespace, exclude: tuple[str, ...] = ()):
     from interp.jobs.executors import ExecutorConfig
 
-    return dataclass_from_args(ExecutorConfig, args)
+    return dataclass_from_args(ExecutorConfig, args, exclude=exclude)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -37,7 +39,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     kinds = p.add_subparsers(dest="jobs_command", required=True, metavar="status | merge")
     status = kinds.add_parser("status", help="done / failed / running / interrupted / pending per target")
-    status.add_argument("out", type=Path, metavar="OUT", help="the table a command writes (its --out)")
+    status.add_argument("out", type=Path, metavar="OUT", help="the table a command writes (its --out), its parts "
+                                                              "folder, or an experiment's folder (<root>/<name>: "
+                                                              "per run its step, loss and error)")
     status.set_defaults(func=run_status)
     merge = kinds.add_parser("merge", help="rebuild OUT from OUT.parts/ (after tasks that did not merge)")
     merge.add_argument("out", type=Path, metavar="OUT", help="the table a command writes (its --out)")

@@ -8,7 +8,8 @@ science (what one target's rows are) and hands the rest to this package:
     parts      OUT.parts/: one part per finished unit, failure rows, the plan and the tasks' journals; the merge
     runner     one task: its share of the targets under its lock, one progress line per target with an ETA
     executors  local --jobs N, torchrun, slurm (submitit array, requeued on preemption): ExecutorConfig, execute
-    status     `interp jobs status OUT`
+    status     `interp jobs status OUT` (OUT a table, its parts folder, or a training experiment's folder)
+    training   a training experiment's runs as a job: `interp experiment NAME --executor slurm`, one task per run
 """
 
 from interp._util.lazy import lazy_exports
@@ -37,6 +38,8 @@ _EXPORTS = {
     'JobsResult': 'executors',
     'execute': 'executors',
     'job_status': 'status',
+    'TrainingJob': 'training',
+    'train_experiment': 'training',
 }
 
 __getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)

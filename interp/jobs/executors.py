@@ -282,7 +282,8 @@ def _submit(job: Job, factory: Factory, targets: list[Any], tasks: int, ex: Exec
     try:
         executor = slurm_executor(folder, ex, f"interp-{job.kind.replace(' ', '-')}")
         cfg = getattr(job, "cfg", None)
-        return executor.map_array(_slurm_task_class()(), [factory] * tasks, [cfg] * tasks, list(range(tasks)),
+        task = getattr(job, "slurm_task_class", _slurm_task_class)()   # a job may handle Slurm's signals its way
+        return executor.map_array(task(), [factory] * tasks, [cfg] * tasks, list(range(tasks)),
                                   [tasks] * tasks, [targets] * tasks, [ex.cpus_per_task or 1] * tasks)
     except (RuntimeError, OSError, subprocess.SubprocessError) as err:   # submitit's FailedJobError: sbatch's error
         for entry in set(folder.iterdir()) - before:

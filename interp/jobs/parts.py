@@ -43,7 +43,7 @@ from interp._util.schema import Field, Schema, finite, list_of, parse_json
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["PARTS_SUFFIX", "FAILED_PREFIX", "MAX_TASKS", "parts_dir", "own_folder", "write_part", "read_part",
+__all__ = ["PARTS_SUFFIX", "FAILED_PREFIX", "MAX_TASKS", "EXPERIMENT_OUT", "parts_dir", "own_folder", "write_part", "read_part",
            "part_marker", "failed_part", "part_files", "scan_parts", "merge_table", "concat_parts", "write_table",
            "sort_rows", "task_lock", "lock_task", "running_task", "sweep_temps", "check_table_outputs", "write_plan",
            "read_plan", "journal", "read_journal"]
@@ -53,6 +53,7 @@ FAILED_PREFIX = "failed-"
 PLAN_FILE = ".plan.json"
 JOURNAL_DIR = ".journal"
 TASKS_LOCK = ".tasks.lock"
+EXPERIMENT_OUT = ".jobs"   # a training experiment's OUT inside its folder: <root>/<name>/.jobs.parts/ (jobs.training)
 PART_MARKER = "interp.part"   # the key of a part's parquet schema metadata: {"kind": <.kind>, "key": <file stem>}
 MAX_TASKS = 100_000           # tasks of one plan (a Slurm array of one task per target: MaxArraySize is far below)
 # Part names before the marker (still merged): failed-<16 hex> (batch, ablate) or failed-<eval pair key>; an eval

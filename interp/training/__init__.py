@@ -57,6 +57,8 @@ _EXPORTS = {
     'Report': 'experiments',
     'is_done': 'results',
     'run_experiment': 'experiments',
+    'train_run': 'experiments',
+    'DataCache': 'experiments',
     'RUN_COLUMNS': 'results',
     'find_run_dirs': 'results',
     'read_run': 'results',

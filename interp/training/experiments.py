@@ -380,7 +380,7 @@ class Report:
         return "\n".join(lines)
 
 
-class _DataCache:
+class DataCache:
     """Token data per (source, tokenizer, vocab_size, val_fraction), loaded on first need: every run of an
     experiment shares one TokenData, and an all-skipped rerun never touches the corpus."""
 
@@ -429,7 +429,7 @@ def run_experiment(exp: Experiment, data: TokenData | None = None, log: Callable
         if jobs > 1:
             report = _train_runs_at_once(exp, configs, params, data, say, jobs)
         else:
-            report = _train_runs(exp, configs, params, _DataCache(data), say, main)
+            report = _train_runs(exp, configs, params, DataCache(data), say, main)
     if stop_requested() is not None:   # SIGINT/SIGTERM: the runs saved; stop the caller too (no table, no next step)
         say(report.summary())
         raise Interrupted(stop_requested())
@@ -437,46 +437,47 @@ def run_experiment(exp: Experiment, data: TokenData | None = None, log: Callable
 
 
 def _train_runs(exp: Experiment, configs: list[tuple[Variant, int, TrainConfig]], params: int | None,
-                get_data: _DataCache, say: Callable[[str], None], main: bool) -> Report:
+                get_data: DataCache, say: Callable[[str], None], main: bool) -> Report:
     """run_experiment's loop: skip the finished runs, train the others, stop at an interrupt."""
-    from interp.training.trainer import Trainer
-    from interp.training.workers import Outcome
-
     statuses: list[RunStatus] = []
-    stop = False
-    single = Distributed.from_env(join=False).world_size == 1
     for i, (v, seed, cfg) in enumerate(configs, 1):
-        run_dir = Path(cfg.out_dir)
-        if stop:
-            statuses.append(RunStatus(v.name, seed, run_dir, NOT_RUN))
+        if statuses and statuses[-1].status in (INTERRUPTED, NOT_RUN):
+            statuses.append(RunStatus(v.name, seed, Path(cfg.out_dir), NOT_RUN))
             continue
-        found = _skip_if_done(exp, i, len(configs), v, seed, cfg, say, main)
-        if found is not None:
-            statuses.append(RunStatus(v.name, seed, run_dir, SKIPPED))
-            params = _params_of(found, params)
-            continue
-        # under torchrun the ranks must agree on training it: there the Trainer's own lock check decides (LockHeld)
-        before = run_state(run_dir) if single else ""
-        if before.startswith(RUNNING_ELSEWHERE):
-            statuses.append(_elsewhere(exp, i, len(configs), v, seed, run_dir, before, say))
-            continue
-        say(f"[{exp.name} {i}/{len(configs)}] {v.name} seed{seed}: training -> {run_dir}"
-            + (f" ({before})" if before else ""))
-        t0 = time.perf_counter()
-        data = get_data(cfg)  # outside the try: a missing or bad corpus fails every run alike, so it stops here
-        try:
-            result = Trainer(cfg, data=data).run()
-        except Exception as err:  # noqa: BLE001 - one failed run must not stop the others
-            outcome = Outcome(None, time.perf_counter() - t0, f"{type(err).__name__}: {err}", traceback.format_exc())
-        else:
-            outcome = Outcome(result, time.perf_counter() - t0)
-        statuses.append(_record(exp, v, seed, run_dir, outcome, say, main))
-        params = _params_of(run_dir, params)
-        stop = statuses[-1].status == INTERRUPTED
+        statuses.append(train_run(exp, v, seed, cfg, get_data, say, f" {i}/{len(configs)}", main))
+        params = _params_of(finished_dir(exp, v, seed, cfg) or Path(cfg.out_dir), params)
     return Report(exp.name, params, statuses)
 
 
-def _skip_if_done(exp: Experiment, i: int, n: int, v: Variant, seed: int, cfg: TrainConfig,
+def train_run(exp: Experiment, v: Variant, seed: int, cfg: TrainConfig, get_data: Callable[[TrainConfig], TokenData],
+              say: Callable[[str], None], where: str = "", main: bool = True) -> RunStatus:
+    """One run of `exp` as every runner takes it: skipped when finished (its directory or its record), left alone
+    when another live process trains it, else trained (resuming its saved state) with a failure kept in error.txt.
+    Shared by run_experiment's loop and the jobs layer's training job (interp.jobs.training: one Slurm task per
+    run); `where` follows the experiment's name in its lines (" 3/8")."""
+    from interp.training.trainer import Trainer
+    from interp.training.workers import Outcome
+
+    run_dir = Path(cfg.out_dir)
+    if _skip_if_done(exp, where, v, seed, cfg, say, main) is not None:
+        return RunStatus(v.name, seed, run_dir, SKIPPED)
+    # under torchrun the ranks must agree on training it: there the Trainer's own lock check decides (LockHeld)
+    before = run_state(run_dir) if Distributed.from_env(join=False).world_size == 1 else ""
+    if before.startswith(RUNNING_ELSEWHERE):
+        return _elsewhere(exp, where, v, seed, run_dir, before, say)
+    say(f"[{exp.name}{where}] {v.name} seed{seed}: training -> {run_dir}" + (f" ({before})" if before else ""))
+    t0 = time.perf_counter()
+    data = get_data(cfg)  # outside the try: a missing or bad corpus fails every run alike, so it stops here
+    try:
+        result = Trainer(cfg, data=data).run()
+    except Exception as err:  # noqa: BLE001 - one failed run must not stop the others
+        outcome = Outcome(None, time.perf_counter() - t0, f"{type(err).__name__}: {err}", traceback.format_exc())
+    else:
+        outcome = Outcome(result, time.perf_counter() - t0)
+    return _record(exp, v, seed, run_dir, outcome, say, main)
+
+
+def _skip_if_done(exp: Experiment, where: str, v: Variant, seed: int, cfg: TrainConfig,
                   say: Callable[[str], None], main: bool) -> Path | None:
     """Where the run is finished (its directory or its record), saying so; None: it is to train."""
     run_dir = Path(cfg.out_dir)
@@ -485,8 +486,8 @@ def _skip_if_done(exp: Experiment, i: int, n: int, v: Variant, seed: int, cfg: T
         return None
     if main and found == run_dir:
         (run_dir / ERROR_FILE).unlink(missing_ok=True)  # left by a rerun with another config
-    where = "" if found == run_dir else f" (recorded in {found}, trained on {trained_on(found)})"
-    say(f"[{exp.name} {i}/{n}] {v.name} seed{seed}: done already{where}, skipped")
+    recorded = "" if found == run_dir else f" (recorded in {found}, trained on {trained_on(found)})"
+    say(f"[{exp.name}{where}] {v.name} seed{seed}: done already{recorded}, skipped")
     return found
 
 
@@ -495,10 +496,10 @@ def _params_of(run_dir: Path, params: int | None) -> int | None:
     return params if params is None else (_read(run_dir / RESULT_FILE) or {}).get("params", params)
 
 
-def _elsewhere(exp: Experiment, i: int, n: int, v: Variant, seed: int, run_dir: Path, state: str,
+def _elsewhere(exp: Experiment, where: str, v: Variant, seed: int, run_dir: Path, state: str,
                say: Callable[[str], None]) -> RunStatus:
     """A run another live process trains (its lock is held): neither trained nor written to, nor failed."""
-    say(f"[{exp.name} {i}/{n}] {v.name} seed{seed}: {state}: not touched")
+    say(f"[{exp.name}{where}] {v.name} seed{seed}: {state}: not touched")
     return RunStatus(v.name, seed, run_dir, RUNNING_ELSEWHERE, 0.0, state.partition(": ")[2])
 
 
@@ -536,16 +537,16 @@ def _train_runs_at_once(exp: Experiment, configs: list[tuple[Variant, int, Train
     todo: list[int] = []
     before: dict[int, str] = {}   # what each unfinished run's folder holds, read before any child takes it
     for i, (v, seed, cfg) in enumerate(configs):
-        if _skip_if_done(exp, i + 1, len(configs), v, seed, cfg, say, True) is not None:
+        if _skip_if_done(exp, f" {i + 1}/{len(configs)}", v, seed, cfg, say, True) is not None:
             statuses[i] = RunStatus(v.name, seed, Path(cfg.out_dir), SKIPPED)
             continue
         before[i] = run_state(Path(cfg.out_dir))
         if before[i].startswith(RUNNING_ELSEWHERE):
-            statuses[i] = _elsewhere(exp, i + 1, len(configs), v, seed, Path(cfg.out_dir), before[i], say)
+            statuses[i] = _elsewhere(exp, f" {i + 1}/{len(configs)}", v, seed, Path(cfg.out_dir), before[i], say)
         else:
             todo.append(i)
     if todo and data is None:  # once here, so a missing or bad corpus stops the experiment before any child
-        _DataCache()(configs[todo[0]][2])
+        DataCache()(configs[todo[0]][2])
 
     def start(k: int) -> None:
         v, seed, cfg = configs[todo[k]]
@@ -574,4 +575,4 @@ class ExperimentFailed(RuntimeError):
 
 __all__ = ["Variant", "Experiment", "Report", "RunStatus", "ExperimentFailed", "variant", "slug", "group_variants",
            "sweep_variants", "rival_variants", "layout_variants", "select_variants", "VARIANT_SETS", "SWEEP_SCHEDULES", "SWEEP_PAIRS",
-           "check_equal_params", "describe", "run_experiment"]
+           "check_equal_params", "describe", "run_experiment", "train_run", "DataCache"]

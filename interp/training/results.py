@@ -13,8 +13,6 @@ interp.stats.t_quantile inverts the t CDF itself; tests check it against a print
 
 from __future__ import annotations
 
-import contextlib
-import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -24,13 +22,9 @@ import pandas as pd
 
 from interp._util.errors import InputError
 from interp._util.io import atomic_write, read_json
-from interp._util.paths import CONFIG_FILE, RESULT_FILE, TRAIN_STATE_FILE
+from interp._util.io import lock_holder as held_by
+from interp._util.paths import CONFIG_FILE, RESULT_FILE, RUN_LOCK_FILE, TRAIN_STATE_FILE
 from interp.training.config import TrainConfig, config_diff
-
-try:
-    import fcntl
-except ImportError:  # pragma: no cover - not POSIX
-    fcntl = None
 
 if TYPE_CHECKING:
     from interp.training.experiments import Experiment, Variant
@@ -41,7 +35,7 @@ SEED_DIR = re.compile(r"seed(\d+)")
 # Statuses of one run in a Report; collect() uses the first four plus "incomplete".
 DONE, SKIPPED, FAILED, INTERRUPTED, NOT_RUN = "done", "skipped", "failed", "interrupted", "not run"
 RUNNING_ELSEWHERE = "running elsewhere"   # another live process holds the run's lock: reported, never written to
-RUN_LOCK = ".lock"   # = interp.training.trainer.LOCK_FILE (not imported from there: the Trainer loads torch)
+RUN_LOCK = RUN_LOCK_FILE   # the Trainer's lock (interp.training.trainer.LOCK_FILE): one name, in interp._util.paths
 # result.json fields the tables compute with
 RESULT_NUMBERS = ("step", "tokens", "params", "val_loss", "val_ppl", "train_loss", "elapsed_s", "tokens_per_s")
 
@@ -81,25 +75,10 @@ def lock_holder(run_dir: Path) -> str | None:
     Takes no lock, creates and writes nothing: a runner asks this before it trains a run, or writes error.txt,
     so it never writes into a folder some other process (an orphan of a killed runner, a second command) is
     training in. The OS drops a lock when its holder dies, so a killed run's folder has no holder."""
-    if fcntl is None:  # pragma: no cover
-        return None
     try:
-        fd = os.open(Path(run_dir) / RUN_LOCK, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
+        return held_by(Path(run_dir) / RUN_LOCK)   # the one reader of a lock's holder (interp._util.io)
+    except OSError:   # a lock file that vanished or cannot be read: nobody trains there that we can tell
         return None
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            with contextlib.suppress(OSError):
-                return os.pread(fd, 64, 0).decode(errors="replace").strip() or "?"
-            return "?"
-        except OSError:
-            return None
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return None
-    finally:
-        os.close(fd)
 
 
 def run_state(run_dir: Path) -> str:

@@ -45,7 +45,7 @@ from interp._util.errors import InputError
 from interp._util.io import (LockHeld, atomic_write, exclusive_lock, file_sha256, read_json, remove_stale_temps,
                              safe_open, write_json_atomic)
 from interp._util.progress import progress
-from interp._util.paths import CONFIG_FILE, LOG_FILE, RESULT_FILE, TRAIN_STATE_FILE, WEIGHTS_FILE
+from interp._util.paths import CONFIG_FILE, LOG_FILE, RESULT_FILE, RUN_LOCK_FILE, TRAIN_STATE_FILE, WEIGHTS_FILE
 from interp._util.provenance import provenance
 from interp.data import TokenData, prepare_tokens
 from interp.model import TaperedLM, flops_per_token, param_counts, training_flops_per_token
@@ -83,7 +83,7 @@ def _read_run_json(path: Path, fix: str) -> dict | None:
 
 # ------------------------------------------------------------------------------------------- trainer
 
-LOCK_FILE = ".lock"  # in the run directory; held by rank 0 for the whole run (interp._util.io.exclusive_lock)
+LOCK_FILE = RUN_LOCK_FILE  # in the run directory; held by rank 0 for the whole run (interp._util.io.exclusive_lock)
 RUN_FILES = (WEIGHTS_FILE, CONFIG_FILE, TRAIN_STATE_FILE, LOG_FILE, RESULT_FILE)  # whose temporaries we sweep
 STEP_DIRS = "checkpoints"  # checkpoints/step_NNNNNN/ (TrainConfig.keep_step_checkpoints)
 
