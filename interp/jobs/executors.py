@@ -304,8 +304,9 @@ def _slurm(job: Job, factory: Factory, targets: list[Any], tasks: int, ex: Execu
     print(f"{job.prefix} submitted {tasks} Slurm array task(s) ({result.job_ids[0].split('_')[0]}) for "
           f"{len(targets)} target(s); logs in {folder}", file=sys.stderr, flush=True)
     if not ex.wait:
-        print(f"{job.prefix} not waiting: `interp jobs status {job.out}` shows their progress, `interp jobs merge "
-              f"{job.out}` builds the table once they have ended", file=sys.stderr, flush=True)
+        if not getattr(job, "says_no_wait", False):   # a job that says it its own way (a training experiment)
+            print(f"{job.prefix} not waiting: `interp jobs status {job.out}` shows their progress, `interp jobs merge "
+                  f"{job.out}` builds the table once they have ended", file=sys.stderr, flush=True)
         return result
     _wait(job, submitted, len(targets), since)
     for i, sub in enumerate(submitted):

@@ -84,6 +84,7 @@ class TrainingJob:
     kind = KIND
     prefix = "[experiment]"
     what = "training experiment"
+    says_no_wait = True   # train_experiment's own line (rerun the command to collate), not `interp jobs merge`
 
     def __init__(self, cfg: TrainingJobConfig, data: TokenData | None = None) -> None:
         self.cfg, self.exp = cfg, cfg.experiment

@@ -107,6 +107,7 @@ def test_an_array_equals_the_local_run_and_a_cancelled_requeued_task_resumes(slu
     monkeypatch.delenv(FAULT_PAUSE_ENV)
     out = capfd.readouterr()
     assert "4 submitted" in out.out and "4 run(s) submitted" in out.out, out
+    assert "interp jobs merge" not in out.out + out.err, out   # an experiment collates on a rerun, not by a merge
     exp = remote / "groups-micro"
     plan = read_plan(exp / ".jobs")
     assert plan["kind"] == "training" and plan["targets"] == RUNS and plan["tasks"] == 4
