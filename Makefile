@@ -10,12 +10,11 @@ export TOKENIZERS_PARALLELISM := false
 setup:
 	@bash scripts/setup.sh
 
-# two workers (pytest-xdist), each test file whole on one of them (tests/conftest.py groups them and hands the
-# longest groups out first)
+# two workers (pytest-xdist), each test file whole on one of them (tests/conftest.py groups them)
 TEST_WORKERS ?= 2
 
 test: setup
-	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder --durations=15 $(PYTEST_ARGS)
+	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadgroup --durations=15 $(PYTEST_ARGS)
 
 test-fast: setup
 	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadgroup -m "not integration and not slow" $(PYTEST_ARGS)

@@ -148,28 +148,10 @@ def env(tmp_path_factory, module_cache):
     return corpus, {**os.environ, "OMP_NUM_THREADS": "1"}, data
 
 
-# The groups that take longest (`make test --durations`: the README tour alone ~490 s, the notebooks ~160 s, the
-# Slurm files ~150 s), handed out first: a long group started last would leave the other worker idle at the end.
-LONGEST_FIRST = ("tests/test_readme.py", "tests/test_notebooks.py", "slurm", "tests/training/test_fsdp.py",
-                 "tests/hf/test_hub_models.py", "tests/test_causal.py", "tests/probes/test_measures.py")
-
-
 def pytest_collection_modifyitems(config, items):
-    """Under pytest-xdist (`make test`: -n 2 --dist loadgroup --no-loadscope-reorder) each test file runs whole on one
-    worker, so its module fixtures (a trained run, a tokenized corpus) are built once; the files that need the real
-    Slurm cluster share one worker, so one cluster runs at a time. The groups go out in this order: LONGEST_FIRST,
-    then the others by their number of tests, most first (xdist's own order, which knows no durations)."""
-    groups = {}
+    """Under pytest-xdist (`make test`: -n 2 --dist loadgroup) each test file runs whole on one worker, so its module
+    fixtures (a trained run, a tokenized corpus) are built once; the files that need the real Slurm cluster share one
+    worker, so one cluster runs at a time."""
     for item in items:
         path = item.nodeid.split("::")[0]
-        groups[item] = "slurm" if "slurm" in Path(path).name else path
-        item.add_marker(pytest.mark.xdist_group(groups[item]))
-    sizes: dict[str, int] = {}
-    for group in groups.values():
-        sizes[group] = sizes.get(group, 0) + 1
-
-    def order(item) -> tuple[int, int]:
-        group = groups[item]
-        return (LONGEST_FIRST.index(group) if group in LONGEST_FIRST else len(LONGEST_FIRST), -sizes[group])
-
-    items.sort(key=order)   # stable: a file's tests keep their order
+        item.add_marker(pytest.mark.xdist_group("slurm" if "slurm" in Path(path).name else path))
