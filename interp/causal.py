@@ -66,7 +66,8 @@ _ROW_COLUMNS = ("layer", "depth", "metric", "mean", "std", "sem", "sem_tokens", 
                 *QUANTILE_COLUMNS, "n_tokens", "n_sequences", "n_nonfinite", "reference", "hook_sites")
 # The causal passes run sdpa attention where the model can switch (interp.hf.attention.attention_within): the probe
 # loads eager; sdpa is the same math, ~25% faster on CPU (SmolLM2-135M, 4 x 512), and what `interp ablate` loads.
-# The rows' attn_implementation column says which ran.
+# A float64 model keeps its own attention: it is a reference computation, and float64 sdpa on CPU is ~1e-9 off eager
+# (Mixtral, tests/hf/test_families.py). The rows' attn_implementation column says which ran.
 CAUSAL_ATTENTION = "sdpa"
 CAUSAL_CI = "paired t over sequences: mean -+ t(0.975, S-1) * std / sqrt(S) of the per-sequence loss deltas"
 _CORRELATIONAL_ONLY = ("exclude_massive_dims", "excluded_dims", "excluded_dims_mean_abs", "median_dim_mean_abs",
@@ -182,7 +183,7 @@ def add_causal_rows(df: pd.DataFrame, model: Any, batches: Sequence[Int[Tensor, 
     import pandas as pd
 
     from interp.hf import layer_modules, unwrap
-    from interp.hf.attention import attention_within
+    from interp.hf.attention import attention_of, attention_within
 
     start = time.perf_counter()
     batches = causal_batches(batches, cfg)
@@ -190,7 +191,9 @@ def add_causal_rows(df: pd.DataFrame, model: Any, batches: Sequence[Int[Tensor, 
     label = f"causal {df['model'].iloc[0]}"
     if progress:
         _stderr(causal_plan(df, batches, len(layer_modules(model)), cfg.causal_method))
-    with attention_within(unwrap(model), CAUSAL_ATTENTION) as attention:
+    root = unwrap(model)
+    float64 = any(p.dtype == torch.float64 for p in root.parameters())   # a reference computation: its own attention
+    with attention_within(root, attention_of(root) if float64 else CAUSAL_ATTENTION) as attention:
         if cfg.causal_method == "attribution":
             effects = attribution_effects(model, batches, cfg.positions, CAUSAL_KINDS, progress=lambda total: (
                 progress_reporter(total, label, "chunks", enabled=progress)))
