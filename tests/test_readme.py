@@ -17,7 +17,6 @@ import os
 import re
 import shlex
 import subprocess
-import sys
 
 import pytest
 
@@ -79,7 +78,13 @@ def test_tour_commands_parse():
 
 @pytest.mark.integration
 @pytest.mark.slow
-def test_tour_runs(tmp_path, save_pretrained_dir, smollm2_tokenizer):
+def test_tour_runs(tmp_path, save_pretrained_dir, smollm2_tokenizer, monkeypatch, capfd):
+    """Every line of the CLI tour, as written, in order. An `interp` line runs through interp.cli.main in this process
+    (what `interp` and `python -m interp.cli` run, less the ~5 s of imports each of 25 lines would pay again; the
+    console script itself: tests/cli/); a torchrun line as its own processes."""
+    import torch
+
+    from interp.cli import main
     from tests.factories import SMOLLM2_VOCAB, tiny_hf
 
     # a Llama with random tiny weights (2 layers, d_model 64, d_mlp 128) and SmolLM2's tokenizer
@@ -92,10 +97,23 @@ def test_tour_runs(tmp_path, save_pretrained_dir, smollm2_tokenizer):
            "INTERP_MAX_STEPS": MAX_STEPS,
            "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])}
 
+    for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "INTERP_MAX_STEPS"):
+        monkeypatch.setenv(name, env[name])
+    monkeypatch.chdir(tmp_path)
+    threads = torch.get_num_threads()
+
     def run(cmd: list[str]) -> subprocess.CompletedProcess:
         if cmd[0] == "interp":
-            return subprocess.run([sys.executable, "-m", "interp.cli", *cmd[1:]], cwd=tmp_path, env=env,
-                                  capture_output=True, text=True, timeout=3600)  # a hang, not a slow machine
+            capfd.readouterr()
+            torch.set_num_threads(2)   # as OMP_NUM_THREADS=2 gives a fresh process
+            try:
+                code = main(cmd[1:])
+            except SystemExit as stop:   # argparse's refusal
+                code = stop.code
+            finally:
+                torch.set_num_threads(threads)
+            out = capfd.readouterr()
+            return subprocess.CompletedProcess(cmd, code, out.out, out.err)
         return torchrun(cmd[1:], env=env, cwd=tmp_path, nproc=None, timeout=3600)  # + --standalone (its own port)
 
     for argv in tour_commands():
