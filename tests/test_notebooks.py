@@ -96,6 +96,18 @@ def test_committed_notebooks_are_current_with_the_code_they_ran(name):
                          f"{rerun_command(path)}")
 
 
+def test_the_readme_times_are_the_notebooks_own():
+    """notebooks/README.md's "full run here" column gives each notebook's recorded total (metadata.interp.elapsed_s)."""
+    import re
+
+    readme = (NOTEBOOKS / "README.md").read_text()
+    for name in NAMES:
+        row = next(line for line in readme.splitlines() if line.startswith(f"| `{name}`"))
+        seconds = int(re.search(r"\| ([\d,]+) s\b[^|]*\|$", row).group(1).replace(",", ""))
+        recorded = nbformat.read(NOTEBOOKS / name, as_version=4).metadata["interp"]["elapsed_s"]
+        assert seconds == round(recorded), (name, seconds, recorded)
+
+
 def test_kernel_runs_this_interpreter():
     from jupyter_client.kernelspec import KernelSpecManager
 
