@@ -174,8 +174,9 @@ def test_case(case: Case, tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_a_missing_hub_text_column_never_aborts_at_exit(tmp_path):
-    """Item 12's exit, 16 times (two at a time): each run exits 2 with the one line, none aborts (134 / -SIGABRT).
-    With the scan started and abandoned, about 1 run in 5 aborted here, so 16 clean runs are no luck (p < 3%)."""
+    """Item 12's exit, 10 times (two at a time): each run exits 2 with the one line, none aborts (134 / -SIGABRT).
+    With the scan started and abandoned, about 1 run in 5 aborted here, so 10 clean runs are luck with p = 0.8^10 =
+    11% (16 runs, p < 3%, cost 48 s of a CI run near its 30-min limit; rerun with more by hand when in doubt)."""
     case = MISSING_COLUMN
     _row_groups(tmp_path)
     env = {**os.environ, "INTERP_CACHE_DIR": str(tmp_path / "cache"), **_online(tmp_path), "PYTHONPATH": str(REPO)}
@@ -186,6 +187,6 @@ def test_a_missing_hub_text_column_never_aborts_at_exit(tmp_path):
         return Outcome(proc.returncode, proc.stdout, proc.stderr, [])
 
     with ThreadPoolExecutor(2) as pool:
-        runs = list(pool.map(run, range(16)))
+        runs = list(pool.map(run, range(10)))
     bad = [(run.rc, problems(case, run), run.stderr[-500:]) for run in runs if problems(case, run)]
-    assert not bad, f"{len(bad)} of 16 runs went wrong: {bad[:3]}"
+    assert not bad, f"{len(bad)} of 10 runs went wrong: {bad[:3]}"
