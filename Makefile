@@ -5,7 +5,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup test test-fast figures bench notebooks clean
+.PHONY: setup test test-fast lint figures bench notebooks clean
 
 setup:
 	@bash scripts/setup.sh
@@ -18,6 +18,10 @@ test: setup
 
 test-fast: setup
 	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadgroup -m "not integration and not slow" $(PYTEST_ARGS)
+
+# ruff, mypy and the generated stubs (scripts/lint.sh; settings in pyproject.toml); make test runs it as a test
+lint: setup
+	@bash scripts/lint.sh
 
 figures: setup
 	$(VENV)/bin/interp figures --recompute

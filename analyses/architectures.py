@@ -66,7 +66,7 @@ from analyses.group_ablation import (
 )
 from interp._util.config import json_object, option, path_component
 from interp.jobs.executors import ExecutorConfig
-from interp.schedules import WidthSpec
+from interp.widths import WidthSpec
 
 NAME = "architectures"
 HEAVY = True  # 16 training runs (~75 min on 2 loaded cores): `--recompute` re-renders unless named with --only

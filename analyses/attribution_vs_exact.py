@@ -133,8 +133,8 @@ README_BLOCK = "attribution_vs_exact"   # figures/README.md's <!-- begin:attribu
 def summary_markdown(summary: pd.DataFrame) -> str:
     """figures/README.md's table (tested equal there): per model and kind, the estimate's rank agreement with the
     exact rows, its errors and its worst layers, the seconds of both."""
-    lines = ["| model | kind | Spearman rho [95% CI] | Pearson r | signs agree | median abs error / median abs exact "
-             "(nats) | worst layers: exact vs estimated | seconds: exact, estimated |", "|---" * 8 + "|"]
+    lines = [("| model | kind | Spearman rho [95% CI] | Pearson r | signs agree | median abs error / median abs exact "
+              "(nats) | worst layers: exact vs estimated | seconds: exact, estimated |"), "|---" * 8 + "|"]
     for _, r in summary.iterrows():
         worst = "; ".join(f"{layer}: {e} vs {a}" for layer, e, a in zip(str(r["worst_layers"]).split(),
                                                                       str(r["worst_exact"]).split(),

@@ -5,7 +5,7 @@ The loop no other tool closes: measure how much each layer's MLP matters, build 
 2. Measure it causally: the increase in loss when one layer's MLP is skipped (zeroed), per layer
    (interp.ablations.run_pretrained_ablation, skip conditions only), on text from the TRAINING split
    (measuring on the validation split would let the design see the tokens it is judged on).
-3. Derive widths ∝ importance ** exponent, monotone if asked, budget-exact (interp.schedules
+3. Derive widths ∝ importance ** exponent, monotone if asked, budget-exact (interp.widths
    measured_widths); a second derived variant takes SmolLM2-135M's skip-MLP profile from
    figures/pretrained_capacity_ablation.csv, resampled from 30 layers over normalised depth.
 4. Train uniform, cosine 1.5->0.5, cosine 1.75->0.25 (the steepest of that family: a control without
@@ -66,7 +66,7 @@ class Config:
 
 
 def _spec_from_rows(rows: pd.DataFrame, cfg: Config, source: str):
-    from interp.schedules import MEASURED, WidthSpec
+    from interp.widths import MEASURED, WidthSpec
 
     rows = rows.sort_values("layer")
     return WidthSpec(MEASURED, measure=tuple(float(v) for v in rows["delta"]), exponent=cfg.exponent,
@@ -76,8 +76,8 @@ def _spec_from_rows(rows: pd.DataFrame, cfg: Config, source: str):
 def measure_profile(run_dir: Path, cfg: Config, work: Path) -> pd.DataFrame:
     """Skip-MLP deltas per layer of the checkpoint in run_dir, on training-split text (rows: kind skip_mlp)."""
     from interp import data
-    from interp.ablations import AblationConfig, run_pretrained_ablation
     from interp._util.io import write_text_atomic
+    from interp.ablations import AblationConfig, run_pretrained_ablation
     from interp.training.checkpoints import read_config
 
     train = read_config(run_dir).get("train") or {}
@@ -103,11 +103,11 @@ def experiment(cfg: Config, variants: list | None = None):
 def compute(cfg: Config, figures_dir: Path, data=None, train: bool = True) -> pd.DataFrame:
     """Train what is missing (train=False: only tabulate the finished runs; the measured run must exist),
     measure, derive, and write the three tables; returns the summary."""
-    from interp.taper import WIDTHS_FORMAT
     from interp._util.io import write_json_atomic
     from interp.jobs.training import submitted
     from interp.training.experiments import ExperimentFailed, Variant
     from interp.training.results import experiment_runs, summarize
+    from interp.widths import WIDTHS_FORMAT
 
     figures_dir = Path(figures_dir)
     first = experiment(cfg)

@@ -50,7 +50,7 @@ from pathlib import Path
 import pandas as pd
 
 from analyses import outputs, read_table, repo_relative, resolve_root, write_table
-from analyses.architectures import ARM_SEP   # "<arm>/<variant>": a run of a nested experiment
+from analyses.architectures import ARM_SEP  # "<arm>/<variant>": a run of a nested experiment
 from interp._util.config import option
 from interp._util.devices import device_option
 from interp.jobs.executors import ExecutorConfig
@@ -153,7 +153,7 @@ def run_rows(evals: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     ok = ok[[pair in keep for pair in zip(ok["task"], ok["metric"])]]
     by_dir = runs.assign(checkpoint=runs["run_dir"].map(repo_relative))
     ok = ok.assign(checkpoint=ok["checkpoint"].map(repo_relative), eval_hardware=ok["hardware"],
-                   eval_dtype=ok["dtype"] if "dtype" in ok else "")      # eval tables before 2026-12-03: none
+                   eval_dtype=ok.get("dtype", ""))      # eval tables before 2026-12-03: none
     joined = ok.drop(columns=["label", "hardware", "dtype"], errors="ignore").merge(   # versions, git_commit: the evaluation's (lm-eval too)
         by_dir[["checkpoint", "variant", "label", "seed", "params", "widths", "dtype", "hardware"]], on="checkpoint")
     val = by_dir.assign(task=TRAINING_VAL, metric="val_ppl", value=by_dir["val_ppl"], stderr=math.nan,

@@ -401,8 +401,8 @@ def summary_markdown(df: pd.DataFrame) -> str:
     dtype, how many rows pass, FAIL, err or are refused, the largest |difference| / tolerance; every row that does not
     pass, grouped by its reason; then the families not validated."""
     rows = df[df["measure"] != "all"]
-    lines = ["| models | load dtype | families | rows | pass | FAIL | error | refused | largest \\|difference\\| / "
-             "tolerance |", "|---|---|---|---|---|---|---|---|---|"]
+    lines = [("| models | load dtype | families | rows | pass | FAIL | error | refused | largest \\|difference\\| / "
+              "tolerance |"), "|---|---|---|---|---|---|---|---|---|"]
     for (kind, dtype), part in rows.groupby(["kind", "dtype"], sort=False):
         n = part["status"].value_counts()
         lines.append(f"| {kind} | {dtype} | {part['family'].nunique()} | {len(part)} | {n.get(PASS, 0)} | "

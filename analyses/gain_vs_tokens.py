@@ -84,7 +84,7 @@ class Config:
     eval_interval: int = option(128, "steps between validation passes of the main run (the loss curves)")
     check_steps: int = option(512, "length of the own-schedule (cosine) check pair; 0 skips it")
     check_arch: str = option("llama", "block style of the check pair")
-    arms: tuple[str, ...] = option(ARMS, "layer-group profiles trained beside uniform and the taper (interp.schedules."
+    arms: tuple[str, ...] = option(ARMS, "layer-group profiles trained beside uniform and the taper (interp.widths."
                                    "PROFILES; the issue's arms): does the wider-late penalty grow with training?")
     keep: bool = option(True, "keep the stored rows (figures/gain_vs_tokens_runs.csv, _curves.csv) of runs whose "
                               "directories are not under root, so a recompute of some runs keeps the others")

@@ -202,9 +202,9 @@ def paper_changes() -> dict[str, float]:
 def contrasts(runs: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:
     """Cosine minus linear at each ratio of SCHEDULE_CELLS: the per-seed difference of their changes vs uniform
     (points of %), and of their val losses, with t-CIs over the seeds all three finished."""
-    from interp.schedules import WidthSpec
     from interp.stats import mean_ci
     from interp.training.experiments import slug
+    from interp.widths import WidthSpec
 
     done = runs[runs["status"] == "done"]
     base = done[done["variant"] == "uniform"].set_index("seed")["val_ppl"]

@@ -2,7 +2,7 @@
 
 Four variants with identical parameter counts (checked before training and again in the table):
 uniform, wider-early (1.5/1.0/0.5 x d_ff over the early/middle/late thirds), wider-middle
-(0.75/1.5/0.75) and wider-late (0.5/1.0/1.5), interp.schedules.PROFILES. Same preset, data, steps
+(0.75/1.5/0.75) and wider-late (0.5/1.0/1.5), interp.widths.PROFILES. Same preset, data, steps
 and seeds; only the widths differ. Per variant: mean validation loss and perplexity with a 95%
 Student-t CI over seeds, and the difference from uniform paired by seed with its t-CI
 (interp.training.results.summarize; t_{0.975,4} = 2.776 for 5 seeds, computed, no scipy).

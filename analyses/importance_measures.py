@@ -82,7 +82,8 @@ def trained_runs(cfg: Config, figures_dir: Path | None = None) -> list[Path]:
     """Train the runs of `experiments` whose weights are missing (a record alone does not count: the probe needs
     the weights), record them under figures_dir/records/ when given, and return every finished run directory
     (those of run_dirs after them)."""
-    from interp.training.experiments import ExperimentFailed, run_experiment
+    from interp.jobs.training import run_experiment
+    from interp.training.experiments import ExperimentFailed
     from interp.training.results import save_records
 
     dirs = []
@@ -98,7 +99,7 @@ def trained_runs(cfg: Config, figures_dir: Path | None = None) -> list[Path]:
 
 def model_tables(cfg: Config, figures_dir: Path | None = None) -> list[tuple[str, str, pd.DataFrame]]:
     """(label, spec, probe table with causal rows) of every installed model and finished run."""
-    from interp.causal import probe   # interp.probes.probe refuses causal=True: the causal rows are joined there
+    from interp.causal import probe  # interp.probes.probe refuses causal=True: the causal rows are joined there
 
     runs = trained_runs(cfg, figures_dir)   # first: hours of training fail (or finish) before the probes start
     out = []

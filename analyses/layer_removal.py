@@ -63,7 +63,7 @@ def measure(spec: str, cfg: Config, label: str) -> tuple[list[dict[str, Any]], l
     ids = encode_text(tokenizer, text)
     batches = token_batches(ids, cfg.sequences * cfg.seq_len, cfg.seq_len, cfg.batch_size)
     fx = removal_effects(model, batches, cfg.positions, log=lambda m: print(f"[{NAME}] {label}: {m}", flush=True))
-    common = {"label": label, "model": ref.label if ref.kind == "checkpoint" else spec,
+    common = {"label": label, "model": ref.label if ref.checkpoint else spec,
               "checkpoint": repo_relative(ref.checkpoint or ""), "n_layers": fx.n_layers,
               "text_source": source, "text_sha256": text_sha256(text), "seq_len": cfg.seq_len,
               "n_tokens": cfg.sequences * cfg.seq_len, "positions": cfg.positions, "dtype": "float32"}

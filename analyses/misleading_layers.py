@@ -37,8 +37,16 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analyses import importance_measures, meta_name, novelty_vs_causal, outputs, read_table, removal_accuracy
-from analyses import resolve_root, write_table
+from analyses import (
+    importance_measures,
+    meta_name,
+    novelty_vs_causal,
+    outputs,
+    read_table,
+    removal_accuracy,
+    resolve_root,
+    write_table,
+)
 from interp._util.config import option
 from interp._util.io import read_json
 
@@ -411,8 +419,8 @@ def report_lines(table: pd.DataFrame | Path) -> list[str]:
 
 def markdown_summary(table: pd.DataFrame) -> str:
     """The figure's cells as a markdown table (figures/README.md quotes it; a test checks it is this text)."""
-    lines = ["| model | measure | cost | Spearman rho [95% CI] | misleading layers: rank by the measure vs by "
-             "removal [95% intervals] |", "|---|---|---|---|---|"]
+    lines = [("| model | measure | cost | Spearman rho [95% CI] | misleading layers: rank by the measure vs by "
+              "removal [95% intervals] |"), "|---|---|---|---|---|"]
     for model in dict.fromkeys(table["model"]):
         for measure in dict.fromkeys(table["measure"]):
             for cost, task in FIGURE_COSTS:

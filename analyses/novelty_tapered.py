@@ -60,7 +60,7 @@ def finished_runs(cfg: Config) -> list[Path]:
 
 def run_rows(run: Path, cfg: Config) -> pd.DataFrame:
     """The probe table of one run, with its width label and per-layer MLP width."""
-    from interp.causal import probe   # interp.probes.probe, + the causal rows if cfg.probe.causal (novelty_vs_causal)
+    from interp.causal import probe  # interp.probes.probe, + the causal rows if cfg.probe.causal (novelty_vs_causal)
     from interp.training.checkpoints import read_config
 
     config = read_config(run)

@@ -67,7 +67,7 @@ def _with_causal(probe: ProbeConfig) -> ProbeConfig:
 
 def model_tables(cfg: Config) -> list[tuple[str, pd.DataFrame]]:
     """(label, probe table with causal rows and attrs["causal"]) for every installed model and finished run."""
-    from interp.causal import probe   # interp.probes.probe refuses causal=True: the causal rows are joined there
+    from interp.causal import probe  # interp.probes.probe refuses causal=True: the causal rows are joined there
 
     out = []
     if cfg.models:

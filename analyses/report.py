@@ -35,8 +35,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from analyses.report_claims import (COVERAGE, LEVEL, MULTIPLE, RULE, VERDICTS, Claim, Rule, Section, depth_claims,
-                                    fmt, importance_section, slug, training_claims, verdict)
+from analyses.report_claims import (
+    COVERAGE,
+    LEVEL,
+    MULTIPLE,
+    RULE,
+    VERDICTS,
+    Claim,
+    Rule,
+    Section,
+    depth_claims,
+    fmt,
+    importance_section,
+    slug,
+    training_claims,
+    verdict,
+)
 from analyses.report_evals import FULL_SET, PUBLISHED_INTRO, PUBLISHED_TITLE, eval_claims, published_claims
 from analyses.report_render import HTML, MARKDOWN, write
 from interp._util.config import option
@@ -79,5 +93,24 @@ def render(figures_dir: Path, out_dir: Path | None = None) -> list[Path]:
     return write(figures_dir, Path(out_dir if out_dir is not None else figures_dir), sections(figures_dir))
 
 
-__all__ = ["Claim", "Rule", "FULL_SET", "Section", "SECTIONS", "claims", "sections", "fmt", "slug", "verdict",
-           "render", "Config", "RULE", "COVERAGE", "MULTIPLE", "LEVEL", "VERDICTS", "MARKDOWN", "HTML"]
+__all__ = [
+    "COVERAGE",
+    "FULL_SET",
+    "HTML",
+    "LEVEL",
+    "MARKDOWN",
+    "MULTIPLE",
+    "RULE",
+    "SECTIONS",
+    "VERDICTS",
+    "Claim",
+    "Config",
+    "Rule",
+    "Section",
+    "claims",
+    "fmt",
+    "render",
+    "sections",
+    "slug",
+    "verdict",
+]

@@ -29,15 +29,15 @@ RULE = ("reproduces: the claim's interval lies entirely on the side of zero the 
         "every source of noise its table measures (below); where one claim is tested on several tasks, the "
         "verdict reads the family-wise interval (Bonferroni), shown beside the 95% one")
 COVERAGE = (
-    "training comparisons (perplexity change vs uniform): Student t over seeds, paired by seed; every model is "
-    "validated on the same held-out text, whose sampling is not in the interval",
-    "evaluations (lm-eval, the same documents for every model): the seeds' t interval and the documents' 95% "
-    "interval (1.96 x the documents' standard error of the mean change) added in quadrature "
-    "(interp.stats_intervals.change_ci); perplexities on a log scale (the mean log ratio per seed, shown as a % "
-    "change), their documents' error by the delta method; a row without a documents' error says so",
-    "correlations across layers of one model: a bootstrap over sequences or documents (the text's noise); of a "
-    "seeded group: Student t over the seeds' correlations; a curve against depth (Pearson r): Fisher z over the "
-    "layers, which treats the layers as the units",
+    ("training comparisons (perplexity change vs uniform): Student t over seeds, paired by seed; every model is "
+     "validated on the same held-out text, whose sampling is not in the interval"),
+    ("evaluations (lm-eval, the same documents for every model): the seeds' t interval and the documents' 95% "
+     "interval (1.96 x the documents' standard error of the mean change) added in quadrature "
+     "(interp.stats_intervals.change_ci); perplexities on a log scale (the mean log ratio per seed, shown as a % "
+     "change), their documents' error by the delta method; a row without a documents' error says so"),
+    ("correlations across layers of one model: a bootstrap over sequences or documents (the text's noise); of a "
+     "seeded group: Student t over the seeds' correlations; a curve against depth (Pearson r): Fisher z over the "
+     "layers, which treats the layers as the units"),
     "removing one layer (perplexity change): a bootstrap over sequences",
 )
 MULTIPLE = ("A claim tested on m tasks (a family, listed under 'Claims tested on several tasks') gives about "

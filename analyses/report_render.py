@@ -261,4 +261,4 @@ def write(figures_dir: Path, out_dir: Path, parts: list[tuple[Section, list[Clai
     return [out_dir / MARKDOWN, out_dir / HTML]
 
 
-__all__ = ["Document", "document", "markdown", "html_page", "write", "cell", "cells", "anchor", "MARKDOWN", "HTML"]
+__all__ = ["HTML", "MARKDOWN", "Document", "anchor", "cell", "cells", "document", "html_page", "markdown", "write"]

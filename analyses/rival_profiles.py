@@ -11,7 +11,7 @@ before training and again in the table), same preset, data, steps and seeds; onl
     x-shaped 1.5->0.5->1.5       wide early and late (the d_ff analogue of Variable-Width Transformers)
 
 All four non-uniform profiles span 0.5..1.5 x d_ff with mean 1 (rival_variants says why); the two
-symmetric shapes are interp.schedules_shapes (start = the edge layers' ratio, end = the centre's). On the
+symmetric shapes are interp.widths.shapes (start = the edge layers' ratio, end = the centre's). On the
 `tiny` preset (6 layers, d_ff 1024, 10,489,088 parameters each) the widths are 1024 x 6,
 1536/1440/1184/864/608/512, its mirror, 512/1024/1536/1536/1024/512 and 1536/1024/512/512/1024/1536.
 
@@ -32,7 +32,7 @@ sweep's regime). Cost, measured: ~7-10 min per run in fp32 with 1 thread, two ru
 25 runs take ~1.5-2 h. All 25 are committed (AMD EPYC, 2026-12-02), with their records under
 figures/records/rivals-tiny/ (a rerun skips them).
 With `--layouts` (Config.layouts) the study adds the literature's layouts that leave layers without an MLP
-(interp.schedules.LAYOUTS: middle-ffn, Ikeda et al.'s FFNs in the middle ~70 percent; no-first-mlp,
+(interp.widths.LAYOUTS: middle-ffn, Ikeda et al.'s FFNs in the middle ~70 percent; no-first-mlp,
 modded-nanogpt's), at the same budget and parameter count (llama style), in the same root, so each pairs by
 seed with the runs above: 10 more runs at `tiny` (trained 2026-12-06 on the same AMD EPYC machine, fp32).
 Runs: runs/rivals-<preset>/<variant>/seed<k>/.

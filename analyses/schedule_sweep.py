@@ -40,7 +40,6 @@ from analyses.group_ablation import (
     OVERRIDES_HELP,
     PRESET_HELP,
     ROOT_HELP,
-    SEEDS_HELP,
     STEPS_HELP,
     build_experiment,
     compute_tables,
@@ -67,8 +66,8 @@ PAPER_TABLE = {
 
 def paper_val_ppl() -> dict[str, float]:
     """The paper's numbers keyed by our variant names ("cosine-1.5-0.5", ..., "uniform")."""
-    from interp.schedules import WidthSpec
     from interp.training.experiments import SWEEP_PAIRS, slug
+    from interp.widths import WidthSpec
 
     table = {"uniform": PAPER_UNIFORM}
     for schedule, values in PAPER_TABLE.items():

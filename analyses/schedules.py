@@ -1,6 +1,6 @@
 """The width-schedule figure: what each taper schedule and layer-group profile does to d_ff(l).
 
-No training: it tabulates interp.schedules for one model shape. The default shape, 24 layers with
+No training: it tabulates interp.widths for one model shape. The default shape, 24 layers with
 d_ff = 2048, is a 440M-class depth (the paper's sweep model) chosen for readability: enough layers
 for smooth curves; at d_ff = 2048 the multiple-of-16 rounding moves a width by under 1%, so the
 rounded markers sit on the un-rounded curves.
@@ -37,10 +37,10 @@ def schedule_table(cfg: Config) -> pd.DataFrame:
     """One row per (kind, name, layer): the un-rounded multiplier and the budget-exact integer width.
 
     Profiles are defined per layer group, so they have no un-rounded per-layer curve: ratio_unrounded
-    is NaN for them (their rounding lives in interp.schedules.group_widths); `group` is the index of
+    is NaN for them (their rounding lives in interp.widths.group_widths); `group` is the index of
     the layer's group in its profile (NaN for schedules).
     """
-    from interp.schedules import PROFILES, WidthSpec, group_sizes, ratios
+    from interp.widths import PROFILES, WidthSpec, group_sizes, ratios
 
     rows = []
     for schedule in cfg.schedules:

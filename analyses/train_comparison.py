@@ -69,8 +69,8 @@ def train_configs(cfg: Config) -> list:
     resume=True so an interrupted `make figures` continues where it stopped; a finished run is a no-op.
     `overrides` win over the Config's dtype and threads (a test sets threads).
     """
-    from interp.schedules import WidthSpec
     from interp.training import TrainConfig
+    from interp.widths import WidthSpec
 
     return [TrainConfig.from_preset(cfg.preset, steps=cfg.steps, seed=cfg.seed,
                                     width=WidthSpec(schedule=schedule, start=start, end=end),
@@ -84,8 +84,8 @@ def train_runs(cfg: Config, name: str = NAME) -> list[Path]:
     """Train (or reuse) one run per variant, cfg.jobs at a time; returns their run directories.
 
     name: the analysis asking (its recompute command is the advice when a run stops early)."""
+    from interp.jobs.runs import train_in_processes
     from interp.training.results import is_done
-    from interp.training.workers import train_in_processes
 
     configs = [c for c in train_configs(cfg) if not is_done(Path(c.out_dir), c)]
     for train_cfg in configs:

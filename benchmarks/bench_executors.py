@@ -7,7 +7,10 @@ thread each, each taking every other checkpoint (into fresh tables, ABBA order);
 checkpoint probed here with 1 thread and with all: the thread scaling that bounds what two tasks can gain. Checkpoints: our TaperedLM at a small shape, different seeds, a word-level tokenizer (the
 zoo of tests/jobs). Then the merge of 1,000 parts of one checkpoint's rows (interp.probes.batch.merge_parts), and,
 where a real single-node Slurm can run (tests/slurm.py: root, Debian's slurm-wlm), the time from submitting a
-one-task array to its first row (its journal) against the same target probed in this process.
+one-task array to its first row (its journal) against the same target probed in this process; and the same for a
+training run (`interp experiment groups` of `micro`, one run: one array task) against that run trained in this
+process through the same Job (interp.jobs.training). `--slurm-only`: only that training row (with --quick: a shorter
+run; the test-mode run).
 """
 
 from __future__ import annotations
@@ -58,8 +61,17 @@ def main(argv: Sequence[str] | None = None, command: str | None = None) -> str:
     from interp.jobs.executors import ExecutorConfig
     from interp.probes.batch import BatchConfig, merge_parts, run_batch
 
-    args = parse_args(NAME, __doc__.splitlines()[0], argv)
+    args = parse_args(NAME, __doc__.splitlines()[0], argv, _arguments)
     size, report = begin(args, SIZES, NAME, TITLE, argv, command)
+    if args.slurm_only:
+        if args.write:   # the section holds every row: writing the Slurm rows alone would drop the others
+            raise SystemExit("--slurm-only does not --write: run the whole benchmark to rewrite its section")
+        work = Path(tempfile.mkdtemp(prefix="interp-bench-executors-", dir="/tmp"))
+        try:
+            _slurm(report, work, None, None, None, training_steps=8 if args.quick else 200)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        return finish(report, args.write)
     cores = os.cpu_count() or 1
     work = Path(tempfile.mkdtemp(prefix="interp-bench-executors-", dir="/tmp"))
     counter = iter(range(10**6))
@@ -162,37 +174,91 @@ def main(argv: Sequence[str] | None = None, command: str | None = None) -> str:
     return finish(report, args.write)
 
 
-def _slurm(report, work: Path, folder: Path, text: Path, config) -> None:
+def _arguments(parser) -> None:
+    parser.add_argument("--slurm-only", action="store_true", help="only the Slurm training row (a measurement, never --write)")
+
+
+def _slurm(report, work: Path, folder: Path | None, text: Path | None, config, training_steps: int = 200) -> None:
     from interp.jobs.parts import read_journal
     from interp.probes.batch import run_batch
     from tests.slurm import SlurmUnavailable, running_cluster
 
-    target = str(folder / "ck0")
-    report.section("Slurm: one array task, submission to its first row")
     try:
         with running_cluster() as cluster:
-            local = []
-            for _ in range(2):
-                t0 = time.perf_counter()
-                run_batch(config(1, paths=[target]))
-                local.append(time.perf_counter() - t0)
-            overhead, total = [], []
-            for _ in range(2):
-                cfg = config(1, "slurm", paths=[target], partition=cluster.partition, time_min=10)
-                t0, wall0 = time.perf_counter(), time.time()
-                run_batch(cfg)
-                total.append(time.perf_counter() - t0)
-                first = min(r["time"] for r in read_journal(cfg.out).values() if r.get("state") == "done")
-                overhead.append(first - wall0 - Spread.of(local).median)
-            report.table([{"in this process (s)": Spread.of(local).fmt(".1f"),
-                           "slurm: submission to merged table (s)": Spread.of(total).fmt(".1f"),
-                           "slurm per-task overhead (s)": Spread.of(overhead).fmt(".1f")}])
-            report.note(f"A single-node Slurm 22.05 (Debian's slurm-wlm, tests/slurm.py; started in "
-                        f"{cluster.start_seconds:.0f} s): the overhead is the time from submission to the task's "
-                        "first finished row minus the same probe in this process: sbatch, scheduling, a fresh "
-                        "python importing torch, and submitit's pickles.")
+            if folder is not None:
+                _slurm_batch(report, cluster, folder, config, read_journal, run_batch)
+            _slurm_training(report, cluster, work, training_steps)
     except SlurmUnavailable as err:
         report.note(f"Slurm could not run here ({err}): no overhead measured.")
+
+
+def _slurm_batch(report, cluster, folder: Path, config, read_journal, run_batch) -> None:
+    target = str(folder / "ck0")
+    report.section("Slurm: one array task, submission to its first row")
+    local = []
+    for _ in range(2):
+        t0 = time.perf_counter()
+        run_batch(config(1, paths=[target]))
+        local.append(time.perf_counter() - t0)
+    overhead, total = [], []
+    for _ in range(2):
+        cfg = config(1, "slurm", paths=[target], partition=cluster.partition, time_min=10)
+        t0, wall0 = time.perf_counter(), time.time()
+        run_batch(cfg)
+        total.append(time.perf_counter() - t0)
+        first = min(r["time"] for r in read_journal(cfg.out).values() if r.get("state") == "done")
+        overhead.append(first - wall0 - Spread.of(local).median)
+    report.table([{"in this process (s)": Spread.of(local).fmt(".1f"),
+                   "slurm: submission to merged table (s)": Spread.of(total).fmt(".1f"),
+                   "slurm per-task overhead (s)": Spread.of(overhead).fmt(".1f")}])
+    report.note(f"A single-node Slurm 22.05 (Debian's slurm-wlm, tests/slurm.py; started in "
+                f"{cluster.start_seconds:.0f} s): the overhead is the time from submission to the task's "
+                "first finished row minus the same probe in this process: sbatch, scheduling, a fresh "
+                "python importing torch, and submitit's pickles.")
+
+
+def _slurm_training(report, cluster, work: Path, steps: int) -> None:
+    """One training run (groups, micro, `steps` steps) as one Slurm array task against the same run trained in this
+    process through the same Job: the overhead is the time from submission to the run's journal record of `done`,
+    minus the run in this process (sbatch, scheduling, a fresh python importing torch, submitit's pickles, loading
+    the token files from the cache the submitting process filled)."""
+    from interp.jobs.executors import ExecutorConfig
+    from interp.jobs.parts import read_journal
+    from interp.jobs.training import jobs_out, train_experiment
+    from interp.training.experiments import Experiment, variant
+    from interp.widths import WidthSpec
+    from tests.factories import write_corpus
+
+    corpus = write_corpus(work / "corpus", n_docs=24, sentences=40, sentence_len=8)
+    overrides = {"source": str(corpus), "val_fraction": 0.25, "n_layers": 3, "warmup_steps": 1, "eval_batches": 1,
+                 "threads": 1, "progress": False, "steps": steps}
+    counter = iter(range(10**6))
+
+    def experiment() -> Experiment:
+        return Experiment("bench", "micro", [variant(WidthSpec())], [0], root=work / f"r{next(counter)}",
+                          overrides=overrides)
+
+    report.section(f"Slurm: one training run as one array task ({steps} steps of micro)")
+    local, total, overhead = [], [], []
+    for _ in range(2):
+        t0 = time.perf_counter()
+        assert train_experiment(experiment(), ExecutorConfig(), log=None).exit_code == 0
+        local.append(time.perf_counter() - t0)
+    for _ in range(2):
+        exp = experiment()
+        ex = ExecutorConfig(executor="slurm", partition=cluster.partition, time_min=10)
+        t0, wall0 = time.perf_counter(), time.time()
+        assert train_experiment(exp, ex, log=None).exit_code == 0
+        total.append(time.perf_counter() - t0)
+        ended = max(r["time"] for r in read_journal(jobs_out(exp)).values() if r.get("state") == "done")
+        overhead.append(ended - wall0 - Spread.of(local).median)
+    report.table([{"steps": steps, "in this process (s)": Spread.of(local).fmt(".1f"),
+                   "slurm: submission to report (s)": Spread.of(total).fmt(".1f"),
+                   "slurm per-task overhead (s)": Spread.of(overhead).fmt(".1f")}])
+    report.note("The run trained in this process and as a one-task Slurm array through the same Job "
+                "(interp.jobs.training.train_experiment, --executor local vs slurm); the overhead is the time from "
+                "submission to the task's journal record of the finished run, minus the run here. It is paid once per "
+                "run, so against a 440m run of ~18 h it is nothing; it bounds how short a run is worth a task.")
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
 Two `tiny`-preset fp32 runs (uniform and cosine 1.5->0.5, the pair make figures' train_comparison trains),
 trained (A) one after another, each with all the cores' threads, and (B) both at once, one process each with
-cores / 2 threads: interp.training.workers.train_in_processes with jobs=1 and jobs=2, so both pay the same
+cores / 2 threads: interp.jobs.runs.train_in_processes with jobs=1 and jobs=2, so both pay the same
 child start-up. A and B alternate (ABBA) in one process, each repetition from scratch into fresh folders.
 Reported: wall time for the pair and the tokens/s it gives, the ratio B/A per repetition, and the in-run
 tokens/s each run logs (its training steps only: no start-up, final eval or save).
@@ -29,7 +29,7 @@ VARIANTS = (("uniform", 1.0, 1.0), ("cosine", 1.5, 0.5))
 
 
 def configs(preset: str, steps: int, root: Path, threads: int) -> list:
-    from interp.schedules import WidthSpec
+    from interp.widths import WidthSpec
     from interp.training import TrainConfig
 
     return [TrainConfig.from_preset(preset, steps=steps, seed=0, width=WidthSpec(schedule=s, start=a, end=b),
@@ -42,7 +42,7 @@ def configs(preset: str, steps: int, root: Path, threads: int) -> list:
 
 def main(argv: Sequence[str] | None = None, command: str | None = None) -> str:
     from interp.data import prepare_tokens
-    from interp.training.workers import train_in_processes
+    from interp.jobs.runs import train_in_processes
 
     args = parse_args(NAME, __doc__.splitlines()[0], argv)
     size, report = begin(args, SIZES, NAME, TITLE, argv, command)

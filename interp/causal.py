@@ -46,7 +46,7 @@ from interp._util.progress import progress as progress_reporter
 from interp.ablations.attribution import ATTRIBUTION_PASSES, attribution_effects
 from interp.ablations.layers import CAUSAL_KINDS, LayerEffects, causal_pass_count, layer_effects
 from interp.ablations.loss import paired_delta
-from interp.probes import run as probe_run   # by module: a test can stand in for probe_run.probe
+from interp.probes import run as probe_run  # by module: a test can stand in for probe_run.probe
 from interp.probes.accumulator import QUANTILE_COLUMNS
 from interp.probes.names import POPULATION_METRICS
 from interp.stats import DEFAULT_QUANTILES, bootstrap_spearman
@@ -141,8 +141,8 @@ def sequence_profiles(model: Any, batches: Sequence[Int[Tensor, "batch pos"]], c
     means: list[dict[str, Tensor]] = []
     for batch in batches:
         for seq in batch.split(1):
-            acc = probe_run.accumulate(model, [seq], cfg.backend, metrics, cfg.positions, cfg.dtype, cfg.eps,
-                             cfg.reference, list(exclude_dims) or None)
+            acc = probe_run.accumulate(model, [seq], cfg, metrics=tuple(metrics),
+                                       exclude_massive_dims=tuple(exclude_dims) or None)
             means.append({m: acc.moments[m].mean.double().cpu() for m in acc.metrics})
     return {m: torch.stack([s[m] for s in means], 1).numpy() for m in means[0]}
 

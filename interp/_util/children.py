@@ -20,6 +20,7 @@ import signal
 import sys
 import threading
 from collections.abc import Iterator
+from typing import Self
 
 PR_SET_PDEATHSIG = 1
 
@@ -96,7 +97,7 @@ class StopFlag:
             raise KeyboardInterrupt
         self.signal = signal.Signals(signum).name
 
-    def __enter__(self) -> StopFlag:
+    def __enter__(self) -> Self:
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGINT, signal.SIGTERM):
                 self._previous[sig] = signal.signal(sig, self._handle)

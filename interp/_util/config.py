@@ -41,7 +41,7 @@ def option(default: Any = dataclasses.MISSING, help: str = "", *, choices: Itera
 
     choices: allowed values (shown in --help and enforced by argparse); parse: str -> value for types
     argparse cannot build (e.g. "3" | "17,247"); flag: the flag name when it is not --field-name;
-    aliases: older flag names that still work (one release; --help names them); section: the --help section
+    aliases: older flag names that still work (permanent; --help names them); section: the --help section
     the flag is listed under (add_arguments groups a config's flags by it); cli=False: a field that is never a
     flag (set from Python or derived)."""
     metadata = {"help": help, "choices": tuple(choices) if choices is not None else None, "parse": parse,

@@ -149,5 +149,17 @@ def portable_label(hw: dict, dtype: object = None) -> bool:
 LOW_PRECISION = ("bfloat16", "bf16", "float16", "fp16", "half")
 
 
-__all__ = ["MODE_VAR", "MODES", "PORTABLE_ENV", "PORTABLE_SETTINGS", "requested", "request_from_env", "settings",
-           "check", "check_at_start", "mkl_branch", "is_portable", "portable_label"]
+__all__ = [
+    "MODES",
+    "MODE_VAR",
+    "PORTABLE_ENV",
+    "PORTABLE_SETTINGS",
+    "check",
+    "check_at_start",
+    "is_portable",
+    "mkl_branch",
+    "portable_label",
+    "request_from_env",
+    "requested",
+    "settings",
+]

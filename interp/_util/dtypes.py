@@ -44,4 +44,4 @@ def torch_dtype(name: str) -> torch.dtype:
 # the precisions a pretrained model may be loaded in (`--model-dtype`; "auto": the checkpoint's own)
 MODEL_DTYPES = dtype_names(AUTO, "float32", "bfloat16", "float16")
 
-__all__ = ["TORCH_NAMES", "AUTO", "MODEL_DTYPES", "dtype_names", "torch_dtype"]
+__all__ = ["AUTO", "MODEL_DTYPES", "TORCH_NAMES", "dtype_names", "torch_dtype"]

@@ -11,6 +11,7 @@ dequantization (the cached fp32 copy is keyed by the file's fingerprint, so a da
 
 from __future__ import annotations
 
+import itertools
 import mmap
 import struct
 from dataclasses import dataclass
@@ -230,7 +231,7 @@ def check_table(table: GgufTable, size: int) -> None:
             raise ValueError(f"tensor {t.name!r} starts at data offset {t.offset}, not a multiple of the "
                              f"alignment {table.alignment}")
     spans = sorted((t.offset, t.offset + t.nbytes, t.name) for t in table.tensors)
-    for (_, end, first), (begin, _, second) in zip(spans, spans[1:]):
+    for (_, end, first), (begin, _, second) in itertools.pairwise(spans):
         if begin < end:
             raise ValueError(f"tensors {first!r} and {second!r} share bytes in the data region (the table lies: "
                              "one would be read from the other's data)")

@@ -89,7 +89,7 @@ def fault_point(name: str) -> None:
         os.kill(os.getpid(), getattr(signal, "SIGKILL", signal.SIGTERM))
 
 
-def _write_temp(directory: Path, name: str, write: Callable[[Path], None]) -> Path:
+def _write_temp(directory: Path, name: str, write: Callable[[Path], object]) -> Path:
     """Write via `write(path)` to `path` = `.<name>.XXXXXXXX.tmp/<name>` beside `name` (created empty first)
     and fsync it; return its path."""
     try:
@@ -152,7 +152,7 @@ def raise_if_full(err: BaseException, directory: PathLike, name: str) -> None:
     raise full from None
 
 
-def atomic_write(directory: PathLike, writers: dict[str, Callable[[Path], None]]) -> None:
+def atomic_write(directory: PathLike, writers: dict[str, Callable[[Path], object]]) -> None:
     """Write several files so each one is either the old or the complete new version.
 
     All temporary files are written and fsynced before the first os.replace, in dict order, so a
@@ -526,47 +526,6 @@ def exclusive_lock(path: PathLike, what: str) -> Iterator[None]:
         yield
     finally:
         os.close(fd)  # closing releases the lock
-
-
-PARTS_KIND_FILE = ".kind"   # in an OUT.parts folder: which command's rows its parts are ("eval", "probe batch")
-_KIND_COLUMNS = {"eval": "task", "probe batch": "layer"}   # how parts from before the marker tell their kind
-
-
-def parts_kind(parts: PathLike, *, guess: bool = True) -> str | None:
-    """Which command's rows the parts folder holds: its marker, else (a folder from before the marker; only with
-    `guess`) what the columns of its first readable part say; None when nothing tells."""
-    parts = Path(parts)
-    marker = parts / PARTS_KIND_FILE
-    if marker.is_file():
-        return marker.read_text(encoding="utf-8").strip()
-    if not guess:
-        return None
-    import pyarrow.parquet as pq
-
-    for part in sorted(parts.glob("*.parquet"))[:1]:
-        try:
-            names = set(pq.read_schema(part).names)
-        except (OSError, ValueError):
-            continue
-        return next((k for k, column in _KIND_COLUMNS.items() if column in names and
-                     not any(c in names for o, c in _KIND_COLUMNS.items() if o != k)), None)
-    return None
-
-
-def claim_parts(parts: PathLike, kind: str, out: PathLike, *, mark: bool = True) -> None:
-    """Mark the resumable parts folder of `out` as holding `kind` rows, or refuse it (InputError) when another
-    command's table owns it: `interp eval --out X` and `interp batch --out X` both keep X.parts/, and a merge
-    takes every part there, so sharing it would replace one table by a mix of both. Call it under the command's
-    lock. A folder from before the marker is recognised by its parts' columns."""
-    parts = Path(parts)
-    marker = parts / PARTS_KIND_FILE
-    found = parts_kind(parts)
-    if found is not None and found != kind:
-        raise InputError(f"{parts} holds the parts of an `interp {found}` table, not of `interp {kind}`; both "
-                         "commands keep their resumable parts in OUT.parts/, and merging one into the other would "
-                         "mix two tables", field="--out", path=out, fix="give this command another --out")
-    if mark and not marker.is_file():
-        write_text_atomic(marker, kind + "\n")
 
 
 def check_output(path: PathLike, flag: str, *, folder: bool) -> None:

@@ -26,8 +26,17 @@ from urllib.parse import urlsplit
 
 from interp._util.errors import InputError, one_line
 
-__all__ = ["TIMEOUT_VAR", "DEFAULT_TIMEOUT_S", "HubStalled", "hub_timeout", "hub_host", "limit_session", "bounded",
-           "is_network_error", "online_or_cached"]
+__all__ = [
+    "DEFAULT_TIMEOUT_S",
+    "TIMEOUT_VAR",
+    "HubStalled",
+    "bounded",
+    "hub_host",
+    "hub_timeout",
+    "is_network_error",
+    "limit_session",
+    "online_or_cached",
+]
 
 T = TypeVar("T")
 TIMEOUT_VAR = "INTERP_HUB_TIMEOUT"

@@ -1,5 +1,5 @@
 """Run calls in spawned child processes, at most `jobs` at a time: the one pool behind training several runs at
-once (interp.training.workers) and the local executor of interp.jobs.
+once (interp.jobs.runs.train_in_processes) and the local executor of interp.jobs.
 
 Why processes: torch's intra-op threads cannot be split between two pieces of work in one process, and small
 matmuls do not scale over threads, so on a few cores two 1-thread processes do more than one 2-thread process
@@ -27,7 +27,7 @@ from typing import Any
 
 from interp._util.children import StopFlag, die_with_parent, kill_children, request_stop
 
-__all__ = ["Outcome", "Call", "run_in_processes"]
+__all__ = ["Call", "Outcome", "run_in_processes"]
 
 Call = tuple[Callable[..., Any], tuple]   # a picklable function (module level) and its arguments
 

@@ -40,7 +40,7 @@ def git_commit() -> str:
         head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True,
                               text=True, timeout=5, check=True, env=env).stdout.strip()
         dirty = subprocess.run(["git", "status", "--porcelain"], cwd=REPO_ROOT,
-                               capture_output=True, text=True, timeout=5, env=env).stdout.strip()
+                               capture_output=True, text=True, timeout=5, check=False, env=env).stdout.strip()
         return head + ("+dirty" if dirty else "")
     except (OSError, subprocess.SubprocessError):
         return "unknown"
@@ -52,7 +52,9 @@ def cpu_info() -> dict[str, object]:
     decides what dtype="auto" resolves to and how fast bf16 runs: results differ between CPU kinds."""
     name, flags = platform.processor() or platform.machine(), set()
     try:
-        for line in open("/proc/cpuinfo", encoding="utf-8"):
+        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
+            lines = cpuinfo.readlines()
+        for line in lines:
             key, _, value = line.partition(":")
             if key.strip() == "model name" and name in ("", platform.machine(), platform.processor()):
                 name = value.strip()

@@ -34,8 +34,19 @@ from jaxtyping import Float, Int
 from torch import Tensor, nn
 
 from interp._util.devices import model_device
-from interp.ablations.layers import (CAUSAL_KINDS, LayerEffects, ProgressFactory, Tally, _first, _first_position,
-                                     attn_out_modules, check_kinds, hidden_input, mlp_out_modules, site_names)
+from interp.ablations.layers import (
+    CAUSAL_KINDS,
+    LayerEffects,
+    ProgressFactory,
+    Tally,
+    _first,
+    _first_position,
+    attn_out_modules,
+    check_kinds,
+    hidden_input,
+    mlp_out_modules,
+    site_names,
+)
 from interp.ablations.loss import token_losses
 from interp.hf import layer_modules, unflatten_tokens, unwrap
 
@@ -82,7 +93,7 @@ def _input_requiring_grad(module: nn.Module, args: tuple, kwargs: dict) -> tuple
     return args, {**kwargs, ("hidden_states" if "hidden_states" in kwargs else "x"): h}
 
 
-def _dot(g: Tensor, a: Tensor) -> Float[Tensor, "batch"]:
+def _dot(g: Tensor, a: Tensor) -> Float[Tensor, " batch"]:
     """sum over positions and features of g * a, per sequence, in float64."""
     return (g.double() * a.double()).sum((1, 2))
 

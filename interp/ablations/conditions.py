@@ -66,8 +66,8 @@ def build_conditions(n_layers: int, fractions: Sequence[float] = (0.10, 0.25, 0.
     return conditions
 
 
-def removals(condition: Condition, scores: Sequence[Float[Tensor, "d_mlp"]],
-             groups: Mapping[str, Sequence[int]]) -> dict[int, Int[Tensor, "k"]]:
+def removals(condition: Condition, scores: Sequence[Float[Tensor, " d_mlp"]],
+             groups: Mapping[str, Sequence[int]]) -> dict[int, Int[Tensor, " k"]]:
     """{layer: neuron indices to remove} for a `neurons` condition ({} for the others)."""
     if condition.kind != "neurons":
         return {}
@@ -79,7 +79,7 @@ def removals(condition: Condition, scores: Sequence[Float[Tensor, "d_mlp"]],
             for layer in groups[condition.group]}
 
 
-def _mask_hook(keep: Float[Tensor, "d_mlp"]) -> Callable:
+def _mask_hook(keep: Float[Tensor, " d_mlp"]) -> Callable:
     def hook(module: nn.Module, args: tuple) -> tuple:
         x = args[0]                                                    # [batch, pos, d_mlp]
         return (x * keep.to(device=x.device, dtype=x.dtype), *args[1:])
@@ -93,7 +93,7 @@ def _zero_hook(module: nn.Module, args: tuple, output: Any) -> Any:
 
 
 @contextmanager
-def ablated(model: Any, remove: Mapping[int, Int[Tensor, "k"]] | None = None,
+def ablated(model: Any, remove: Mapping[int, Int[Tensor, " k"]] | None = None,
             skip: Iterable[int] = ()) -> Iterator[None]:
     """Within the block, `model` runs with the neurons in `remove` ({layer: indices}) masked out and the
     MLPs of the layers in `skip` returning zeros. The weights are never edited; every hook is removed

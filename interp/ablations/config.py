@@ -10,8 +10,13 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from interp._util.config import comma_list, option
-from interp._util.devices import (check_device_name, device_map_option, device_option, model_dtype_option,
-                                  parse_device_map)
+from interp._util.devices import (
+    check_device_name,
+    device_map_option,
+    device_option,
+    model_dtype_option,
+    parse_device_map,
+)
 from interp._util.dtypes import MODEL_DTYPES, dtype_names
 from interp.data.text import TEXT_HELP
 

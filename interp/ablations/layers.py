@@ -101,7 +101,7 @@ def _first(output: Any) -> Tensor:
     return output[0] if isinstance(output, tuple) else output
 
 
-def _constant_hook(value: Float[Tensor, "d_model"]) -> Callable:
+def _constant_hook(value: Float[Tensor, " d_model"]) -> Callable:
     """A forward hook that makes a module return `value` at every position (same shape and dtype)."""
     def hook(module: nn.Module, args: tuple, output: Any) -> Any:
         out = _first(output)
@@ -162,7 +162,7 @@ def _first_position(positions: str) -> int:
 @torch.no_grad()
 def mlp_out_means(model: Any, batches: Sequence[Int[Tensor, "batch pos"]], positions: str = "skip_first",
                   autocast_dtype: torch.dtype | None = None, each: Callable[[int], None] | None = None
-                  ) -> tuple[Float[Tensor, "n_seq"], Float[Tensor, "n_layers d_model"], int]:
+                  ) -> tuple[Float[Tensor, " n_seq"], Float[Tensor, "n_layers d_model"], int]:
     """One clean pass: (per-sequence losses, each layer's mean MLP output over the probe's tokens in float64,
     the number of tokens averaged). The means are summed inside forward hooks: nothing is kept per token.
     each: called with each batch's index when it is done (progress)."""
@@ -196,7 +196,7 @@ def mlp_out_means(model: Any, batches: Sequence[Int[Tensor, "batch pos"]], posit
 class LayerEffects:
     """Per-sequence losses of the clean model and of every (kind, layer) ablation, same sequences, in order."""
 
-    clean: Float[Tensor, "n_seq"]                        # float64 nats
+    clean: Float[Tensor, " n_seq"]                        # float64 nats
     ablated: dict[str, Float[Tensor, "n_layers n_seq"]]  # kind -> per-layer per-sequence losses
     mean_tokens: int                                     # tokens mlp_means averaged over
     predicted: int                                       # predicted tokens per sequence (seq_len - 1)
@@ -337,7 +337,7 @@ class Tally:
 
 
 def kept_clean_pass(root: nn.Module, layers: Sequence[nn.Module], tokens: Int[Tensor, "batch pos"],
-                    autocast_dtype: torch.dtype | None = None) -> tuple[list[Any], Float[Tensor, "batch"]]:
+                    autocast_dtype: torch.dtype | None = None) -> tuple[list[Any], Float[Tensor, " batch"]]:
     """One clean forward of `tokens` that keeps every layer's output (_capturing): (the outputs, by layer; the
     per-sequence losses)."""
     with _capturing(layers) as outputs, torch.no_grad():
@@ -346,7 +346,7 @@ def kept_clean_pass(root: nn.Module, layers: Sequence[nn.Module], tokens: Int[Te
 
 
 def resume_gap(root: nn.Module, layers: Sequence[nn.Module], outputs: Sequence[Any], tokens: Int[Tensor, "batch pos"],
-               clean: Float[Tensor, "batch"], autocast_dtype: torch.dtype | None = None) -> float:
+               clean: Float[Tensor, " batch"], autocast_dtype: torch.dtype | None = None) -> float:
     """max over the batch's sequences of |loss of a clean pass resumed at the last layer - `clean`| (nats), with the
     outputs and losses kept_clean_pass gave for the same tokens: 0 where a model can be run from the middle."""
     with torch.no_grad(), _replaying(layers, outputs, len(layers) - 1):

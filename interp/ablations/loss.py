@@ -40,7 +40,7 @@ _forward_logits = forward_logits   # the name interp.ablations.scores imports
 
 
 def token_losses(root: nn.Module, tokens: Int[Tensor, "batch pos"],
-                 autocast_dtype: torch.dtype | None = None) -> Float[Tensor, "batch"]:
+                 autocast_dtype: torch.dtype | None = None) -> Float[Tensor, " batch"]:
     """Mean next-token cross-entropy (nats) of each sequence of one batch, float64 (float32 logits, or float64 for a
     float64 model), on the batch's device; the graph is kept where grad is enabled (attribution needs it)."""
     with _autocast(autocast_dtype, tokens.device):
@@ -56,7 +56,7 @@ def _autocast(dtype: torch.dtype | None, device: torch.device):
 @torch.no_grad()
 def sequence_losses(model: Any, batches: Iterable[Int[Tensor, "batch pos"]],
                     autocast_dtype: torch.dtype | None = None,
-                    each: Callable[[int], None] | None = None) -> Float[Tensor, "n_seq"]:
+                    each: Callable[[int], None] | None = None) -> Float[Tensor, " n_seq"]:
     """Mean next-token cross-entropy (nats) of each sequence, float64, in batch order.
 
     Logits are cast to float32 before the softmax, so bf16 autocast only affects the network itself.
@@ -74,7 +74,7 @@ def sequence_losses(model: Any, batches: Iterable[Int[Tensor, "batch pos"]],
     return torch.cat(out)
 
 
-def paired_delta(losses: Float[Tensor, "n_seq"], baseline: Float[Tensor, "n_seq"],
+def paired_delta(losses: Float[Tensor, " n_seq"], baseline: Float[Tensor, " n_seq"],
                  confidence: float = 0.95) -> tuple[float, float, float]:
     """(mean, ci_low, ci_high) of the per-sequence differences losses - baseline (paired: same sequences).
     With one sequence the CI is (nan, nan)."""

@@ -1,12 +1,13 @@
 """`interp ablate MODEL MODEL ...` (or one MODEL with --executor / --jobs): the capacity ablation of many models into
 one resumable table, as a job of interp.jobs (a model is a target), run locally, under torchrun or on Slurm.
 
-Each model's rows (run_pretrained_ablation, with a status column) go to OUT.parts/<key>.parquet, key = the model's
-content (interp.jobs.keys: weights and definition files of a path, a run folder's those of its final model; a
-registry model's package key; a hub id with the commit its revision resolves to) and the hash of every
-AblationConfig field that changes the numbers; a rerun skips finished models, and only while they are the same
-model (a moved branch or a retrained run is ablated again). A model that cannot be loaded or ablated is one
-status="failed" row. OUT is rebuilt from the parts.
+Each model's rows (run_pretrained_ablation, with a status column and the identity every table shares:
+weights_sha256, model_key, model_spec) go to OUT.parts/<key>.parquet, key = the model's content key (interp.jobs.keys:
+weights and definition files of a path, a run folder's those of its final model; a registry model's package key; a
+hub id with the commit its revision resolves to) and the hash of every AblationConfig field that changes the
+numbers; a rerun skips finished models (a part under the key ablation parts had before counts too), and only while
+they are the same model (a moved branch or a retrained run is ablated again). A model that cannot be loaded or
+ablated is one status="failed" row. OUT is rebuilt from the parts.
 """
 
 from __future__ import annotations
@@ -18,21 +19,27 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from interp._util.errors import one_line
-from interp._util.io import claim_parts, text_sha256
 from interp.ablations.config import AblationConfig
-from interp.hf.registry import REGISTRY
 from interp.hf.resolve import resolve_model
 from interp.jobs.executors import ExecutorConfig, JobsResult, execute
-from interp.jobs.keys import definition_sha256, ref_weights_sha256, registry_key, settings_hash, weights_sha256
-from interp.jobs.parts import (check_table_outputs, failed_part, lock_task, merge_table, part_files, parts_dir,
-                               sort_rows, write_part)
+from interp.jobs.keys import ablation_keys, identity, model_part_key, settings_hash
+from interp.jobs.parts import (
+    check_table_outputs,
+    claim_parts,
+    failed_part,
+    lock_task,
+    merge_table,
+    part_files,
+    parts_dir,
+    sort_rows,
+    write_part,
+)
 from interp.jobs.runner import Outcome
-from interp.jobs.targets import Target, expand_paths, hub_targets
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["ManyConfig", "AblationJob", "run_many", "merge_only"]
+__all__ = ["AblationJob", "ManyConfig", "merge_only", "run_many"]
 
 NOT_SETTINGS = ("model", "revision", "threads", "device")   # where and which model: not the setting's hash
 SORT_COLUMNS = ("model_spec", "kind", "group", "fraction", "selection", "seed", "layer")
@@ -47,29 +54,6 @@ class ManyConfig:
     out: str = "results/ablation.parquet"
     csv: bool = False
     execution: ExecutorConfig = field(default_factory=ExecutorConfig)
-
-
-def _model_key(spec: str, revision: str | None = None) -> str:
-    """What identifies the model `spec` loads, so that a rerun skips it only if it is still the same model: a path's
-    weights and definition files (a run folder: those of the model it loads, its final one, so a retrained run is a
-    new key); a hub id's commit, the one its revision (or MODEL@REV, or main) resolves to now (one request for the
-    repo's refs; offline, the cache's), so a moved branch or another revision is a new key; a registry name's
-    package key. A key names a part file, never a path."""
-    if spec in REGISTRY and not Path(spec).expanduser().exists():
-        return registry_key(spec)
-    ref = resolve_model(spec, revision=revision)
-    if ref.kind == "hub":
-        [target] = hub_targets(spec, revision)
-        return f"hub-{text_sha256(f'{target.run}@{target.commit}')[:27]}"
-    if Path(spec).expanduser().exists():
-        found = expand_paths([spec])
-        if len(found) == 1:   # the key of every part written before run folders were keyed by their model
-            return f"{weights_sha256(found[0])}-{definition_sha256(found[0])}"
-    weights = ref_weights_sha256(ref)
-    if weights and ref.path is not None:
-        definition = "" if ref.kind == "gguf" else definition_sha256(Target(Path(ref.path), ref.kind))
-        return f"{weights}-{definition}"
-    return f"spec-{text_sha256(spec)[:16]}"   # a model object's spec, nothing on disk to hash
 
 
 def _order(df: pd.DataFrame) -> pd.DataFrame:
@@ -132,13 +116,21 @@ class AblationJob:
 
         key = ""
         try:
-            key = f"{_model_key(spec, self.cfg.ablation.revision)[:32]}-{self.settings}"
+            # what the model is now: a path's files (a run folder: its final model), a hub revision's commit
+            source = resolve_model(spec, trust_remote_code=self.cfg.ablation.trust_remote_code,
+                                   revision=self.cfg.ablation.revision).pinned()
+            model_key = source.content_key()
+            key = model_part_key(model_key, self.settings)
             part = self.parts / f"{key}.parquet"
-            if part.is_file():
+            if any((self.parts / f"{name}.parquet").is_file()
+                   for name in (key, *ablation_keys(source, model_key, self.settings))):
                 return Outcome("skipped")
             df = run_pretrained_ablation(dataclasses.replace(self.cfg.ablation, model=spec), log=None)
+            weights = source.fetched().weights_sha256()   # (a hub revision: its snapshot, fetched by the ablation)
             df.insert(0, "model_spec", spec)
             df["status"], df["error"], df["key"] = "ok", "", key
+            for name, value in identity(weights, model_key, spec).items():
+                df[name] = value
             write_part(df, part)
             failed_part(self.parts, spec).unlink(missing_ok=True)
             for old in self._superseded(spec, df, part):
@@ -146,7 +138,7 @@ class AblationJob:
                       "retrained run): replaced", file=sys.stderr, flush=True)
                 old.unlink(missing_ok=True)
             return Outcome("done")
-        except Exception as err:  # one broken model must not stop the others
+        except Exception as err:  # noqa: BLE001 - one broken model must not stop the others
             message = f"{type(err).__name__}: {one_line(err)}"
             write_part(pd.DataFrame([{"model_spec": spec, "model": spec, "status": "failed", "error": message,
                                       "key": key}]), failed_part(self.parts, spec))

@@ -37,7 +37,7 @@ EPS = 1e-12
 class RemovalEffects:
     """Per-sequence results of removing each layer in turn (same sequences, in order)."""
 
-    clean: Float[Tensor, "n_seq"]                                # float64 nats
+    clean: Float[Tensor, " n_seq"]                                # float64 nats
     removed: Float[Tensor, "n_layers n_seq"]                     # loss with layer s removed
     dependency: Float[Tensor, "n_layers n_layers n_seq"]         # [s, l]: r(s, l); NaN where l <= s
     contribution: Float[Tensor, "n_layers n_seq"]                # clean ||u_l|| / ||h_l||, mean over positions

@@ -83,7 +83,7 @@ def _load(cfg: AblationConfig, device: str) -> tuple[Any, Any]:
     ref = resolve_model(cfg.model, trust_remote_code=cfg.trust_remote_code, revision=cfg.revision).fetched()
     # sdpa and eager are the same math for a TaperedLM; anything else is refused
     loaded = ref.load_placed(device, cfg.model_dtype, cfg.device_map, attn_implementation=cfg.attn_implementation)
-    return loaded, (ref.load_tokenizer() if ref.kind == "checkpoint" else loaded.tokenizer)
+    return loaded, ref.tokenizer_for(loaded)
 
 
 def _row(cond: Condition, losses: Tensor, baseline: Tensor, groups: Mapping[str, Sequence[int]],
@@ -212,8 +212,8 @@ def run_pretrained_ablation(cfg: AblationConfig, loaded: Any = None,
     df["versions"] = versions_string()   # the provenance column's one name, as in the probe and eval tables
     df = df.reindex(columns=list(COLUMNS))
     ref = getattr(loaded, "ref", None)
-    if ref is not None and ref.kind == "hub":   # which revision of a hub model, and the commit it resolved to
-        df["revision"], df["commit"] = ref.revision, ref.commit
+    for name, value in (ref.table_columns() if ref is not None else {}).items():
+        df[name] = value   # which revision of a hub model, and the commit it resolved to
     if cfg.model_dtype != "float32" or cfg.device_map is not None:   # how it was loaded, where not the default
         df["model_dtype"] = str(model_dtype(loaded)).removeprefix("torch.") + (" (auto)" if cfg.model_dtype == "auto"
                                                                                 else "")

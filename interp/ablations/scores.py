@@ -9,8 +9,8 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor, nn
 
-from interp.ablations.config import SELECTIONS
 from interp._util.devices import model_device
+from interp.ablations.config import SELECTIONS
 from interp.ablations.loss import _autocast, _forward_logits
 from interp.ablations.sites import down_column_norms, mlp_sites
 from interp.hf import unwrap
@@ -18,7 +18,7 @@ from interp.hf import unwrap
 
 @torch.no_grad()
 def contribution_scores(model: Any, batches: Iterable[Int[Tensor, "batch pos"]],
-                        autocast_dtype: torch.dtype | None = None) -> tuple[list[Float[Tensor, "d_mlp"]], int]:
+                        autocast_dtype: torch.dtype | None = None) -> tuple[list[Float[Tensor, " d_mlp"]], int]:
     """(per-layer scores s_i = mean_tokens |a_i| * ||W_down[:, i]||, number of tokens scored).
 
     Every position of every sequence counts (the loss is measured at every position too). The hooks
@@ -57,11 +57,11 @@ def n_to_remove(width: int, fraction: float) -> int:
     """round(fraction * width) (half to even): the same count for 'lowest' and its random control."""
     if not 0.0 <= fraction <= 1.0:
         raise ValueError(f"fraction={fraction!r}: must be in [0, 1], e.g. 0.25 to remove a quarter of the neurons")
-    return int(round(fraction * width))
+    return round(fraction * width)
 
 
-def select_neurons(scores: Float[Tensor, "d_mlp"], fraction: float, selection: str,
-                   generator: torch.Generator | None = None) -> Int[Tensor, "k"]:
+def select_neurons(scores: Float[Tensor, " d_mlp"], fraction: float, selection: str,
+                   generator: torch.Generator | None = None) -> Int[Tensor, " k"]:
     """Indices of the neurons to remove from one layer.
 
     lowest: the k lowest-scoring (ties to the lower index, so the choice is deterministic);

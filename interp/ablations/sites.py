@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from jaxtyping import Float
 import torch
+from jaxtyping import Float
 from torch import Tensor, nn
 
 from interp.ablations.config import GROUPS
@@ -37,9 +37,9 @@ def mlp_sites(model: Any) -> list[MlpSite]:
 
 
 def layer_groups(n_layers: int, groups: Sequence[str] = GROUPS) -> dict[str, list[int]]:
-    """Contiguous layer groups (thirds by default), sized by interp.schedules.group_sizes so the
+    """Contiguous layer groups (thirds by default), sized by interp.widths.group_sizes so the
     ablation groups are the same layers as the wider-early/-middle/-late training profiles."""
-    from interp.schedules import group_sizes
+    from interp.widths import group_sizes
 
     out, start = {}, 0
     for name, size in zip(groups, group_sizes(n_layers, len(groups)), strict=True):
@@ -48,7 +48,7 @@ def layer_groups(n_layers: int, groups: Sequence[str] = GROUPS) -> dict[str, lis
     return out
 
 
-def down_column_norms(down: nn.Module) -> Float[Tensor, "d_mlp"]:
+def down_column_norms(down: nn.Module) -> Float[Tensor, " d_mlp"]:
     """||W_down[:, i]||_2 per neuron i: the length of the vector neuron i writes per unit activation; float32,
     or float64 for a float64 model (a reference check keeps its precision)."""
     weight = getattr(down, "weight", None)

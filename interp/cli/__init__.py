@@ -7,7 +7,12 @@ is one line `interp <command>: <message>` on stderr and exit status 2; `--debug`
 its traceback. Anything else is a bug and keeps its traceback.
 
 Outputs: every command names where it writes with `--out` (a file or a folder, as its --help says), added by
-`add_out_argument`; older names (--figures-dir, --hf) stay as aliases for one release."""
+`add_out_argument`; its older names (--figures-dir; export's --hf) stay as permanent aliases.
+
+Older command names are permanent aliases too (README, "Experiments and long runs"): `interp sweep`, `interp ablate
+groups|architectures|rivals`, `interp eval-experiment` build the same parser as the `interp experiment NAME` they name
+(interp.cli.experiment.add_parser), and `interp ablate pretrained --model M` is `interp ablate M` (interp.cli.ablate).
+They cost a parser each, and scripts, the bad-input cases and the figures' notes use them, so none is removed."""
 
 from __future__ import annotations
 
@@ -22,8 +27,8 @@ from pathlib import Path
 
 from interp._util import cpu_kernels
 from interp._util.children import exit_status, stop_signals
+from interp._util.errors import EXIT_USAGE, USER_ERRORS, debug_requested, one_line
 from interp._util.io import check_output
-from interp._util.errors import EXIT_USAGE, USER_ERRORS, InputError, debug_requested, one_line
 
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a tool killed by a closed pipe
 
@@ -45,7 +50,7 @@ def add_out_argument(parser: argparse.ArgumentParser, help: str, *, default: Pat
                      aliases: Iterable[str] = (), metavar: str = "DIR", required: bool = False,
                      flag: str = "--out", dest: str = "out", default_text: str | None = None) -> None:
     """The output flag of a command: `--out` (a file or a folder, as `help` says), its older names in `aliases`
-    (kept one release; --help names them). args.<dest> is a Path, args.<dest>_flag the name given.
+    (permanent; --help names them). args.<dest> is a Path, args.<dest>_flag the name given.
     default_text: how --help shows the default (e.g. "./results/ of the working directory")."""
     aliases = tuple(aliases)
     shown = f" (default: {default_text or default})" if default is not None else ""

@@ -14,8 +14,9 @@ or one of our checkpoints (a folder named like a KIND below: write ./groups). It
 figure go to --out, by default ./results/ of the working directory, never into the repository unless asked.
 `interp ablate MODEL --help` lists its options (interp.ablations.AblationConfig).
 
-Kept for one release, as aliases: `interp ablate pretrained --model MODEL` (of `interp ablate MODEL`) and
-`interp ablate groups|architectures|rivals` (of `interp experiment groups|architectures|rivals`).
+Permanent aliases (interp.cli's docstring says why): `interp ablate pretrained --model MODEL` (of `interp ablate
+MODEL`) and `interp ablate groups|architectures|rivals` (of `interp experiment groups|architectures|rivals`). They
+are why the first word is a sub-command: _ModelOrKind sends a KIND to its parser and any other word to MODEL's.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from interp.cli import add_out_argument, check_output_dir
 from interp.cli.experiment import RESULTS_DIR, RESULTS_TEXT, add_parser, run_named
 
 MODEL = "MODEL"  # the sub-parser that takes any first word that is not a KIND (`interp ablate MODEL ...`)
-KINDS = ("pretrained", "groups", "architectures", "rivals")  # older sub-commands, aliases for one release
+KINDS = ("pretrained", "groups", "architectures", "rivals")  # older sub-commands, permanent aliases
 OUT_HELP = ("folder of the table (pretrained_capacity_ablation.csv + .meta.json) and the figure; the repository's "
             "figures/ only when given (or through `interp figures --recompute`)")
 
@@ -85,7 +86,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_executor_arguments(model)
     model.set_defaults(func=run_model, command="ablate")  # errors read "interp ablate: ..."
     pretrained = kinds.add_parser("pretrained", help="alias of `interp ablate MODEL` (--model MODEL)",
-                                  description="Alias of `interp ablate MODEL` (kept for one release): "
+                                  description="Alias of `interp ablate MODEL`: "
                                               "`interp ablate pretrained --model M` is `interp ablate M`.")
     _add_ablation_arguments(pretrained)
     pretrained.set_defaults(func=run_model, command="ablate pretrained")
@@ -148,7 +149,8 @@ def run_many(args: argparse.Namespace, models: list[str]) -> int:
     import pandas as pd
 
     from analyses import pretrained_ablation as pa
-    from interp.ablations.many import ManyConfig, run_many as run
+    from interp.ablations.many import ManyConfig
+    from interp.ablations.many import run_many as run
     from interp.cli.jobs import executor_from_args
 
     args.model = models[0]

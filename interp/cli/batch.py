@@ -27,8 +27,8 @@ if TYPE_CHECKING:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from interp.probes import batch, config  # torch-free: --help stays fast
     from interp.jobs.targets import CHECKPOINTS_HELP
+    from interp.probes import batch, config  # torch-free: --help stays fast
 
     parser = subparsers.add_parser("batch", help="probe many checkpoints into one resumable table",
                                    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -77,8 +77,8 @@ def config_from_args(args: argparse.Namespace) -> BatchConfig:
 
 
 def run(args: argparse.Namespace) -> int:
+    from interp import causal  # run_batch: interp.probes.batch's, with the causal rows joined under --causal
     from interp.jobs.targets import expand_paths, select_checkpoints
-    from interp import causal   # run_batch: interp.probes.batch's, with the causal rows joined under --causal
 
     if args.merge_only:   # the older name of `interp jobs merge OUT`
         from interp.cli.jobs import run_merge

@@ -42,7 +42,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _register_experiment(subparsers: argparse._SubParsersAction) -> None:
-    """`interp eval-experiment ROOT`: alias of `interp experiment eval` (kept for one release), with its older flag
+    """`interp eval-experiment ROOT`: a permanent alias of `interp experiment eval`, with its older flag
     names: --out for the resumable eval table (there: --eval-table), --figures-dir for the folder (there: --out)."""
     from interp.cli.experiment import add_parser
 

@@ -20,8 +20,8 @@ interrupted by SIGINT / SIGTERM (the runs save their step, no table is written; 
 run's last checkpoint when Slurm requeues it (preemption, time-out, scancel + `scontrol requeue`); the command waits
 and tabulates, or with --no-wait returns at once and the rerun tabulates (interp.jobs.training; docs/scale.md).
 
-`interp sweep`, `interp ablate groups|rivals|architectures` and `interp eval-experiment` are aliases of these
-commands, kept for one release.
+`interp sweep`, `interp ablate groups|rivals|architectures` and `interp eval-experiment` are permanent aliases of
+these commands (the same parser, built by add_parser).
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ def add_parser(subparsers: argparse._SubParsersAction, name: str, command: str) 
     module = analyses.experiment_analysis(name)
     about = analyses.EXPERIMENTS[name][1]
     alias = command != f"experiment {name}"
-    head = f"Alias of `interp experiment {name}` (kept for one release). " if alias else ""
+    head = f"Alias of `interp experiment {name}`. " if alias else ""
     if alias and name == EVAL:
         head += "Older flag names here: --out is its --eval-table, --figures-dir its --out. "
     p = subparsers.add_parser(command.split()[-1], help=f"alias of `interp experiment {name}`" if alias else about,
@@ -224,7 +224,9 @@ def run_analysis(module: ModuleType, args: argparse.Namespace, command: str) -> 
     figure; return the exit status."""
     from analyses import read_table
     from interp._util.dist import Distributed
-    from interp.training.experiments import ExperimentFailed, describe, run_experiment
+    from interp.jobs.runs import describe
+    from interp.jobs.training import run_experiment
+    from interp.training.experiments import ExperimentFailed
 
     cfg = config_from_args(module, args, command)
     out = Path(args.out)
@@ -242,7 +244,7 @@ def run_analysis(module: ModuleType, args: argparse.Namespace, command: str) -> 
         raise SystemExit(f"{command}: runs in one process (its runs train one after another, or side by side with "
                          "--jobs where it has it): run it without torchrun")
     execution = getattr(cfg, "execution", None)
-    if execution is not None and execution.executor != "local" and dist.world_size > 1:
+    if execution is not None and execution.executor == "slurm" and dist.world_size > 1:
         raise SystemExit(f"{command}: --executor {execution.executor} submits the runs from one process: run it "
                          "without torchrun (a run's own ranks are its task's)")
     if not dist.primary:  # under torchrun: the other ranks only take part in training
@@ -326,8 +328,8 @@ def eval_plan(cfg: Any, out: Path) -> str:
     root = resolve_root(cfg.runs)
     runs = dg.finished_runs(root) if root.is_dir() else None
     n = 0 if runs is None else len(runs)
-    lines = [f"eval {root}: {n} finished run(s) with weights x tasks {cfg.tasks} (limit {cfg.limit}, device "
-             f"{cfg.device}); resumable table {resolve_root(cfg.out)}"]
+    lines = [(f"eval {root}: {n} finished run(s) with weights x tasks {cfg.tasks} (limit {cfg.limit}, device "
+              f"{cfg.device}); resumable table {resolve_root(cfg.out)}")]
     for r in () if runs is None else runs.itertuples():
         lines.append(f"  {r.variant:<20} seed{r.seed}  {r.run_dir}")
     if not n:

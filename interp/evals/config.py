@@ -8,8 +8,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from interp._util.config import comma_list, option, reject_unknown_keys
-from interp._util.devices import (check_device_name, device_map_option, device_option, model_dtype_option,
-                                  parse_device_map)
+from interp._util.devices import (
+    check_device_name,
+    device_map_option,
+    device_option,
+    model_dtype_option,
+    parse_device_map,
+)
 from interp._util.errors import InputError
 from interp.evals.niah import DEFAULT_LENGTHS, DEFAULT_SAMPLES, TOKENS_TO_GENERATE
 from interp.jobs.executors import ExecutorConfig

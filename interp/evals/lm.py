@@ -72,7 +72,7 @@ class FitsContext:
     self.max_length`), so `interp eval` fails that model/task pair alone."""
 
     max_length: int
-    _request_tasks: dict[tuple[Any, ...], str] = {}
+    _request_tasks: dict[tuple[Any, ...], str] = {}  # noqa: RUF012 - replaced per call, never mutated in place
 
     def loglikelihood(self, requests: list[Any], disable_tqdm: bool = False) -> list[tuple[float, bool]]:
         self._request_tasks = {tuple(req.args): req.task_name for req in requests if req.task_name}
@@ -301,7 +301,7 @@ def _load_checkpoint(pretrained: str | None, tokenizer: Any) -> tuple[torch.nn.M
         raise InputError("the interp model class needs pretrained=<one of our checkpoint directories> "
                          "(or model= and tokenizer= objects)")
     ref = resolve_model(pretrained)
-    if ref.kind != "checkpoint":
+    if not ref.checkpoint:
         raise InputError(f"{pretrained}: a {ref.kind} model, not one of our checkpoints; evaluate it with lm-eval's "
                          "hf model class (interp eval does this for you)")
     return ref.load(), tokenizer if tokenizer is not None else ref.load_tokenizer()

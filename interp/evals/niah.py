@@ -51,17 +51,8 @@ DEFAULT_SAMPLES = 25
 DEFAULT_SEED = 42
 TOKENS_TO_GENERATE = 128                                # RULER's, and the YAML's max_gen_toks
 
-ADJECTIVES = ("ablaze abrupt agile amber ancient arctic bitter bold brave breezy bright brisk calm candid cheerful "
-              "clever cosmic crimson curious dapper daring dusty eager early elegant fancy fierce fluffy frozen "
-              "gentle giant glossy golden grumpy hollow humble icy jolly keen lively lucky mellow misty modern "
-              "noble odd pale plucky quiet rapid rusty shiny silent sleepy smooth spicy sturdy sunny swift tidy "
-              "vivid wandering witty young zealous").split()
-NOUNS = ("anchor apple arrow badge basket beacon bicycle blanket bottle bridge bucket button cactus camera candle "
-         "canyon carpet castle cherry cliff clock cloud compass cookie crayon crystal desert diamond dolphin dragon "
-         "drum eagle engine falcon feather forest fountain galaxy garden glacier guitar hammer harbor helmet island "
-         "jacket jungle kettle kite lantern lemon magnet meadow mirror mountain needle ocean orchard otter pebble "
-         "pencil piano pillow planet pumpkin rabbit rocket saddle shovel spider statue thunder tiger tower trumpet "
-         "tulip umbrella valley violin walrus window wizard").split()
+ADJECTIVES = ["ablaze", "abrupt", "agile", "amber", "ancient", "arctic", "bitter", "bold", "brave", "breezy", "bright", "brisk", "calm", "candid", "cheerful", "clever", "cosmic", "crimson", "curious", "dapper", "daring", "dusty", "eager", "early", "elegant", "fancy", "fierce", "fluffy", "frozen", "gentle", "giant", "glossy", "golden", "grumpy", "hollow", "humble", "icy", "jolly", "keen", "lively", "lucky", "mellow", "misty", "modern", "noble", "odd", "pale", "plucky", "quiet", "rapid", "rusty", "shiny", "silent", "sleepy", "smooth", "spicy", "sturdy", "sunny", "swift", "tidy", "vivid", "wandering", "witty", "young", "zealous"]
+NOUNS = ["anchor", "apple", "arrow", "badge", "basket", "beacon", "bicycle", "blanket", "bottle", "bridge", "bucket", "button", "cactus", "camera", "candle", "canyon", "carpet", "castle", "cherry", "cliff", "clock", "cloud", "compass", "cookie", "crayon", "crystal", "desert", "diamond", "dolphin", "dragon", "drum", "eagle", "engine", "falcon", "feather", "forest", "fountain", "galaxy", "garden", "glacier", "guitar", "hammer", "harbor", "helmet", "island", "jacket", "jungle", "kettle", "kite", "lantern", "lemon", "magnet", "meadow", "mirror", "mountain", "needle", "ocean", "orchard", "otter", "pebble", "pencil", "piano", "pillow", "planet", "pumpkin", "rabbit", "rocket", "saddle", "shovel", "spider", "statue", "thunder", "tiger", "tower", "trumpet", "tulip", "umbrella", "valley", "violin", "walrus", "window", "wizard"]
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
 
 

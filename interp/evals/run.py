@@ -7,9 +7,12 @@ MODEL expansion: a registry name stays itself (loaded through its dequantized ca
 the final model, so a folder of step checkpoints gives evaluation over training; a folder -> every model
 below it. One model is in memory at a time, and it is loaded only when one of its pairs is missing.
 
-Resuming: each finished model/task pair is written atomically to OUT.parts/<key>.parquet, key = hash of the
-model's weights (sha256, cached by size and mtime; a registry model: its package's key) and everything that
-changes the numbers (task, limit, few-shot, bootstrap iterations, the data's sha256, the needle settings).
+Resuming: each finished model/task pair is written atomically to OUT.parts/<key>.parquet, key = the model's
+content key (interp.jobs.keys: its weights' sha256, cached by size and mtime, and its defining files; a registry
+model: its package's key; a hub revision: its commit) and the hash of everything that changes the numbers (task,
+limit, few-shot, bootstrap iterations, the data's sha256, the needle settings); a pair keyed as before (sha256 of
+model key | settings) counts as done too. Each row names its model by the identity every table shares
+(weights_sha256, model_key, model_spec).
 A rerun skips pairs whose part exists, so an interrupted eval resumes where it stopped; OUT is always
 rebuilt from the parts. A pair that fails (a tokenizer that cannot encode the task text, a model that cannot
 load) writes one status="failed" row to OUT.parts/failed-<key>.parquet and the others go on; a rerun tries it
@@ -23,7 +26,6 @@ from __future__ import annotations
 
 import dataclasses
 import gc
-import hashlib
 import importlib.metadata
 import logging
 import math
@@ -35,17 +37,24 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from interp._util.errors import USER_ERRORS, InputError, one_line
-from interp._util.io import claim_parts, exclusive_lock, json_sha256
-from interp._util.paths import CONFIG_FILE
+from interp._util.io import exclusive_lock
 from interp.evals import table
 from interp.evals.config import EvalConfig
 from interp.evals.niah import VARIANTS as NIAH_VARIANTS
 from interp.evals.tasks import parse_tasks, require_packages, task_manager
 from interp.hf.registry import REGISTRY
 from interp.jobs.executors import JobsResult, execute
-from interp.jobs.keys import definition_sha256, registry_key, sha256_cached, weights_sha256
-from interp.jobs.parts import (FAILED_PREFIX, check_table_outputs, concat_parts, part_files, parts_dir, task_lock,
-                               write_part)
+from interp.jobs.keys import eval_pair_key, identity, model_part_key, settings_hash
+from interp.jobs.parts import (
+    FAILED_PREFIX,
+    check_table_outputs,
+    claim_parts,
+    concat_parts,
+    part_files,
+    parts_dir,
+    task_lock,
+    write_part,
+)
 from interp.jobs.runner import Outcome
 from interp.jobs.targets import Target, expand_paths, hub_targets, select_checkpoints
 
@@ -55,61 +64,38 @@ if TYPE_CHECKING:
 NIAH_SEED = 42
 
 
-@dataclass(frozen=True)
-class EvalTarget:
-    """One model to evaluate: the spec resolve_model loads, and the columns that name it in the table."""
-
-    spec: str
-    kind: str
-    model: str            # the table's `model` column: registry name, run name, or file/dir name
-    checkpoint: str = ""  # our checkpoint's path ("" for pretrained models)
-    run: str = ""
-    step: float = math.nan
-    label: str = ""       # our checkpoints' config.json label ("uniform", "cosine 1.5->0.5")
-    batch_target: Target | None = None   # interp.jobs.targets.Target of a path (hashes its weights)
-    commit: str = ""      # a hub model's: the commit its revision resolved to (its download is pinned to it)
-
-    def model_key(self) -> str:
-        """What identifies the model: its weights' sha256 (cached) and, beside them, what defines it (our
-        config.json; an HF dir's config.json and tokenizer files, Target.definition_files: the same weights
-        under another architecture or tokenizer score differently); a registry package's key; a hub id."""
-        if self.kind == "registry":
-            return registry_key(self.spec)
-        if self.kind == "hub":
-            return f"hub:{self.spec.rpartition('@')[0]}@{self.commit}"
-        if self.batch_target is None:
-            return f"{self.kind}:{self.spec}"
-        folder = Path(self.spec)
-        if self.kind == "hf_dir":  # config.json too: the same weights under another architecture are another model
-            return hashlib.sha256(f"{weights_sha256(self.batch_target)} {definition_sha256(self.batch_target)}"
-                                  .encode()).hexdigest()
-        beside = [folder / CONFIG_FILE] if self.kind == "checkpoint" else []
-        return hashlib.sha256(" ".join([weights_sha256(self.batch_target), *map(sha256_cached, beside)]).encode()
-                              ).hexdigest()
-
-
-def expand_targets(models: list[str], checkpoints: str = "all", revision: str | None = None) -> list[EvalTarget]:
+def expand_targets(models: list[str], checkpoints: str = "all", revision: str | None = None) -> list[Target]:
     """The models that MODEL arguments stand for (module docstring), each once, in order; `checkpoints` picks
     which checkpoints of each run (interp.jobs.targets.select_checkpoints); `revision` applies to hub models
     (a hub model is keyed by the commit its revision resolves to, so two revisions never share a row)."""
     from interp.hf.resolve import resolve_model
 
-    targets: list[EvalTarget] = []
+    targets: list[Target] = []
     for spec in models:
         if spec in REGISTRY and not Path(spec).exists():
-            resolve_model(spec)   # ModuleNotFoundError with the pip command when its package is missing
-            found = [EvalTarget(spec, "registry", spec)]
+            # ModuleNotFoundError with the pip command when its package is missing
+            found = [Target(Path(spec), resolve_model(spec))]
         elif Path(spec).expanduser().exists():
-            found = [EvalTarget(str(t.path), t.kind, t.run or t.label or t.path.name,
-                                str(t.path) if t.kind == "checkpoint" else "", t.run, t.step, t.label, t)
-                     for t in expand_paths([spec])]
-        else:
-            found = [EvalTarget(f"{t.hub_id}@{t.revision}", "hub", spec if "@" in spec or not revision
-                                else f"{spec}@{revision}", run=t.hub_id, step=t.step, commit=t.commit)
-                     for t in hub_targets(spec, revision)]   # a hub id; anything else raises with the fix
-        targets.extend(t for t in found if all(t.spec != s.spec for s in targets))
-    kept = {t.path for t in select_checkpoints([t.batch_target for t in targets if t.batch_target], checkpoints)}
-    return [t for t in targets if t.batch_target is None or t.batch_target.path in kept]
+            found = expand_paths([spec])
+        else:   # a hub id; anything else raises with the fix
+            named = spec if "@" in spec or not revision else f"{spec}@{revision}"
+            found = [dataclasses.replace(t, name=named, label="") for t in hub_targets(spec, revision)]
+        targets.extend(t for t in found if all(t.path != s.path for s in targets))
+    return select_checkpoints(targets, checkpoints)
+
+
+def _weights(source: Any, fetched: bool = False) -> str:
+    """The weights' sha256 of a model source (`fetched`: of its files once on this machine); "" where none is here,
+    or they cannot be read (a failure row)."""
+    try:
+        return (source.fetched() if fetched else source).weights_sha256()
+    except USER_ERRORS:
+        return ""
+
+
+def model_column(target: Target) -> str:
+    """The table's `model`: the name given (a registry model, a hub id as given), else the run, label or file."""
+    return target.name or target.run or target.label or target.path.name
 
 
 @dataclass
@@ -237,10 +223,19 @@ class EvalRunner:
 
     @staticmethod
     def pair_key(model_key: str, settings: dict[str, Any]) -> str:
-        return hashlib.sha256(f"{model_key}|{json_sha256(settings)}".encode()).hexdigest()[:20]
+        """The part of one model/task pair (interp.jobs.keys.model_part_key)."""
+        return model_part_key(model_key, settings_hash(settings))
+
+    def done(self, target: Target, model_key: str, settings: dict[str, Any]) -> bool:
+        """Whether the pair has a part: under its key, or under a key eval parts had before (eval_pair_key)."""
+        return any((self.parts / f"{key}.parquet").is_file() for key in self._keys(target, model_key, settings))
+
+    def _keys(self, target: Target, model_key: str, settings: dict[str, Any]) -> list[str]:
+        older = [eval_pair_key(key, settings) for key in (model_key, *target.source.older_content_keys())]
+        return [self.pair_key(model_key, settings), *older]
 
     # ------------------------------------------------------------------ the job
-    def plan(self) -> list[EvalTarget]:
+    def plan(self) -> list[Target]:
         return expand_targets(self.cfg.models, self.cfg.checkpoints, self.cfg.revision)
 
     def prepare(self) -> None:
@@ -250,13 +245,13 @@ class EvalRunner:
             torch.set_num_threads(self.cfg.threads)
         os.environ.setdefault("DISABLE_MULTIPROC", "1")   # lm-eval's bootstrap: no process pool on shared cores
 
-    def name(self, target: EvalTarget) -> str:
-        return target.spec
+    def name(self, target: Target) -> str:
+        return str(target.path)
 
     def merge(self) -> pd.DataFrame:
         return table.merge(self.out, csv=self.cfg.csv)
 
-    def do(self, target: EvalTarget) -> Outcome:
+    def do(self, target: Target) -> Outcome:
         pairs = EvalResult()
         self._model(target, pairs)
         detail = (pairs.evaluated, pairs.skipped, pairs.failed)
@@ -274,23 +269,25 @@ class EvalRunner:
             result.failed += failed
         return result
 
-    def _model(self, target: EvalTarget, result: EvalResult) -> None:
+    def _model(self, target: Target, result: EvalResult) -> None:
+        model = model_column(target)
         try:
-            model_key = target.model_key()
+            model_key = target.source.content_key()
         except USER_ERRORS as err:
-            model_key = f"unhashable:{target.spec}"
+            model_key = f"unhashable:{self.name(target)}"
             self._fail_all(target, model_key, f"cannot read the weights: {one_line(err)}", result)
             return
         pending = []
         for task in self.tasks:
-            key = self.pair_key(model_key, self.settings(task))
-            if (self.parts / f"{key}.parquet").is_file():
-                result.skipped.append((target.model, task))
+            settings = self.settings(task)
+            if self.done(target, model_key, settings):
+                result.skipped.append((model, task))
             else:
-                pending.append((task, key))
+                pending.append((task, self.pair_key(model_key, settings)))
         if not pending:
             return
-        print(f"[eval] {target.model} ({target.kind}{', ' + target.checkpoint if target.checkpoint else ''}): "
+        checkpoint = target.source.checkpoint
+        print(f"[eval] {model} ({target.kind}{', ' + checkpoint if checkpoint else ''}): "
               f"{', '.join(t for t, _ in pending)}", file=sys.stderr, flush=True)
         try:
             lm, max_length = load_lm(target, self.cfg.batch_size, self.device, self.cfg.model_dtype,
@@ -299,35 +296,39 @@ class EvalRunner:
             for task, key in pending:
                 self._write_failure(target, task, key, model_key, f"cannot load the model: {one_line(err)}", result)
             return
+        weights = _weights(target.source, fetched=True)   # a hub revision's: its snapshot, which the load fetched
         try:
             for task, key in pending:
                 start = time.perf_counter()
                 try:
                     rows = self.evaluate(lm, target, task, max_length)
                 except USER_ERRORS as err:
-                    self._write_failure(target, task, key, model_key, one_line(err), result)
+                    self._write_failure(target, task, key, model_key, one_line(err), result, weights)
                     continue
-                common = self._common(target, task, key, model_key, time.perf_counter() - start, _lm_dtype(lm))
+                common = self._common(target, task, key, model_key, time.perf_counter() - start, _lm_dtype(lm),
+                                      weights)
                 df = table.frame(rows, common)
                 write_part(df, self.parts / f"{key}.parquet")
-                (self.parts / f"{FAILED_PREFIX}{key}.parquet").unlink(missing_ok=True)
-                result.evaluated.append((target.model, task))
+                for failed in self._keys(target, model_key, self.settings(task)):   # (and its older names')
+                    (self.parts / f"{FAILED_PREFIX}{failed}.parquet").unlink(missing_ok=True)
+                result.evaluated.append((model, task))
         finally:
-            collect = target.kind != "checkpoint"   # HF models hold reference cycles; ours go by refcount
+            collect = not target.source.checkpoint   # HF models hold reference cycles; ours go by refcount
             del lm
             if collect:
                 gc.collect()
 
-    def _common(self, target: EvalTarget, task: str, key: str, model_key: str, elapsed: float,
-                dtype: str = "") -> dict[str, Any]:
+    def _common(self, target: Target, task: str, key: str, model_key: str, elapsed: float,
+                dtype: str = "", weights: str | None = None) -> dict[str, Any]:
         from interp._util.provenance import git_commit, hardware
         from interp.data.evalsets import data_source
         from interp.data.text import text_set
         from interp.evals.data import TEXT_TASK
 
-        hub = {"revision": target.spec.rpartition("@")[2], "commit": target.commit} if target.kind == "hub" else {}
-        return {"model": target.model, "checkpoint": target.checkpoint, "run": target.run, "label": target.label,
-                "step": target.step, **hub,
+        if weights is None:   # (a failure before the load: what is here without a download)
+            weights = _weights(target.source)
+        return {"model": model_column(target), "checkpoint": target.source.checkpoint, "run": target.run,
+                "label": target.label, "step": target.step, **target.source.table_columns(),
                 "kind": target.kind, "task": task, "num_fewshot": self.cfg.num_fewshot,
                 "limit": self.cfg.limit if self.cfg.limit is not None else math.nan, "status": "ok", "error": "",
                 "data_source": "interp.evals.niah (generated)" if task in NIAH_VARIANTS else
@@ -336,22 +337,22 @@ class EvalRunner:
                 "versions": eval_versions(), "device": self.device, "dtype": dtype, "batch_size": self.cfg.batch_size,
                 "hardware": table.hardware_json(hardware()),
                 "git_commit": git_commit(),
-                "key": key, "model_key": model_key, "elapsed_s": elapsed}
+                "key": key, **identity(weights, model_key, self.name(target)), "elapsed_s": elapsed}
 
-    def _write_failure(self, target: EvalTarget, task: str, key: str, model_key: str, error: str,
-                       result: EvalResult) -> None:
-        common = self._common(target, task, key, model_key, 0.0)
+    def _write_failure(self, target: Target, task: str, key: str, model_key: str, error: str,
+                       result: EvalResult, weights: str | None = None) -> None:
+        common = self._common(target, task, key, model_key, 0.0, weights=weights)
         common.update(status="failed", error=error)
         write_part(table.frame([], common), self.parts / f"{FAILED_PREFIX}{key}.parquet")
-        result.failed.append((target.model, task, error))
-        print(f"[eval] {target.model} / {task} failed: {error}", file=sys.stderr, flush=True)
+        result.failed.append((model_column(target), task, error))
+        print(f"[eval] {model_column(target)} / {task} failed: {error}", file=sys.stderr, flush=True)
 
-    def _fail_all(self, target: EvalTarget, model_key: str, error: str, result: EvalResult) -> None:
+    def _fail_all(self, target: Target, model_key: str, error: str, result: EvalResult) -> None:
         for task in self.tasks:
             self._write_failure(target, task, self.pair_key(model_key, self.settings(task)), model_key, error, result)
 
     # ------------------------------------------------------------------ one pair
-    def evaluate(self, lm: Any, target: EvalTarget, task: str, max_length: int) -> list[dict[str, Any]]:
+    def evaluate(self, lm: Any, target: Target, task: str, max_length: int) -> list[dict[str, Any]]:
         """The rows of one model/task pair (without the common columns)."""
         from interp.evals.data import DOCS_LIMIT
 
@@ -381,7 +382,7 @@ class EvalRunner:
         if not lengths:
             return skipped
         metadata = {"max_seq_lengths": lengths, "num_samples": cfg.limit or cfg.niah_samples, "seed": NIAH_SEED,
-                    "tokens_to_generate": cfg.niah_gen_tokens, "pretrained": target.spec}
+                    "tokens_to_generate": cfg.niah_gen_tokens, "pretrained": self.name(target)}
         results = lm_evaluate(lm, task, metadata, num_fewshot=cfg.num_fewshot, bootstrap_iters=cfg.bootstrap_iters,
                               gen_kwargs={"max_gen_toks": cfg.niah_gen_tokens}, log_samples=True,
                               limit_sizes_pool=True)
@@ -459,24 +460,23 @@ def quiet_lm_eval() -> None:
         logging.getLogger(name).setLevel(logging.ERROR)
 
 
-def load_lm(target: EvalTarget, batch_size: int, device: str = "cpu", model_dtype: str = "float32",
+def load_lm(target: Target, batch_size: int, device: str = "cpu", model_dtype: str = "float32",
             device_map: Any = None) -> tuple[Any, int]:
     """(lm-eval LM, its context length): InterpLM for our checkpoints, HFLM around the loaded model for the
     rest (sdpa attention: the numbers `lm_eval --model hf` would give), in `model_dtype`, on `device` (a
     resolve_device string) or placed by `device_map` (accelerate; HFLM then feeds the first placed module)."""
     from interp.evals.lm import InterpLM, hf_lm
+    from interp.hf.load import LoadedModel
     from interp.hf.resolve import resolve_model
 
-    ref = resolve_model(target.spec)
-    if ref.kind == "hub":   # the commit the plan resolved, not what the branch names now
-        ref = dataclasses.replace(ref, commit=target.commit)
-    if ref.kind == "checkpoint":
-        tokenizer = ref.load_tokenizer()
-        lm = InterpLM(model=ref.load_placed(device, model_dtype, device_map), tokenizer=tokenizer,
-                      batch_size=batch_size)
-        return lm, lm.max_length
-    lm = hf_lm(ref.load_placed(device, model_dtype, device_map, attn_implementation="sdpa"), batch_size=batch_size)
-    return lm, int(lm.max_length)
+    # a hub revision at the commit the plan resolved (not what the branch names now); a path resolved afresh
+    ref = target.source if target.source.pinned_key() else resolve_model(str(target.path))
+    model = ref.load_placed(device, model_dtype, device_map, attn_implementation="sdpa")   # ours: the same math
+    if isinstance(model, LoadedModel):
+        lm = hf_lm(model, batch_size=batch_size)
+        return lm, int(lm.max_length)
+    lm = InterpLM(model=model, tokenizer=ref.tokenizer_for(model), batch_size=batch_size)
+    return lm, lm.max_length
 
 
 def run_eval(cfg: EvalConfig | None = None, **kwargs: Any) -> EvalResult:

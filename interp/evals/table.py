@@ -6,8 +6,9 @@ step, revision and commit (a hub model's revision and the commit it resolved to;
 num_fewshot, limit, context_length, depth, status, error, task_version, data_source, data_sha256,
 lm_eval_version, versions, device (cpu, cuda:N: where the model ran), dtype (of the model's weights as
 evaluated; "" when it failed to load), batch_size (requests per forward: padding moves a score's last bits),
-hardware (JSON of this machine's CPU and GPU), git_commit, key, model_key, elapsed_s. Parts written before dtype
-and batch_size existed have them empty.
+hardware (JSON of this machine's CPU and GPU), git_commit, key, then the model's identity that the probe batch and
+ablation tables carry too (weights_sha256, model_key, model_spec: interp.jobs.keys.IDENTITY_COLUMNS), elapsed_s.
+Parts written before dtype and batch_size existed have them empty, before weights_sha256 and model_spec "".
 status is "ok", "failed" (error says why; the pair is retried by a rerun) or "skipped" (a needle length
 beyond the model's context: error says so; nothing is truncated).
 """
@@ -19,8 +20,8 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from interp.jobs.parts import merge_table
 from interp.evals.tasks import PAPER_AVERAGE, PAPER_METRICS
+from interp.jobs.parts import merge_table
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
 TABLE_COLUMNS = ("model", "checkpoint", "run", "label", "step", "revision", "commit", "kind", "task", "metric", "value", "stderr", "n",
                  "n_docs", "num_fewshot", "limit", "context_length", "depth", "status", "error", "task_version",
                  "data_source", "data_sha256", "lm_eval_version", "versions", "device", "dtype", "batch_size", "hardware",
-                 "git_commit", "key", "model_key", "elapsed_s")
+                 "git_commit", "key", "weights_sha256", "model_key", "model_spec", "elapsed_s")
 SORT_COLUMNS = ("run", "model", "step", "checkpoint", "task", "metric", "context_length", "depth")
 NIAH_METRIC = "string_match_all"
 
@@ -126,7 +127,7 @@ def _finish(df: pd.DataFrame) -> pd.DataFrame:
     import pandas as pd
 
     df = df[df["task"] != PAPER_AVERAGE].reindex(columns=list(TABLE_COLUMNS))   # parts of older tables
-    for column in ("label", "revision", "commit"):   # (revision, commit: a hub model's; absent in older parts)
+    for column in ("label", "revision", "commit", "weights_sha256", "model_spec"):   # absent in older parts
         df[column] = df[column].fillna("")
     average = paper_average(df)
     if len(average):

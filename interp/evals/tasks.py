@@ -60,7 +60,7 @@ def parse_tasks(spec: str | list[str] | tuple[str, ...]) -> list[str]:
             if name not in names:
                 names.append(name)
     if not names:
-        raise InputError("no task given", field="--tasks", fix=f"e.g. --tasks paper or --tasks piqa,boolq")
+        raise InputError("no task given", field="--tasks", fix="e.g. --tasks paper or --tasks piqa,boolq")
     return names
 
 

@@ -1,7 +1,8 @@
 """Pretrained Hugging Face models: resolution, the offline registry, loading and the dequantized cache,
 the per-architecture adapter table, TL/nnsight wrappers.
 
-    resolve.py    what a model spec is (the one resolver, for every entry point)
+    resolve.py    what a model spec is (the one resolver, for every entry point): a source; load_pretrained
+    sources/      one class per kind of model (registry, gguf, checkpoint, hf_dir, hub): label, files, columns, loading
     tl_adapters.py  SiteMaps derived from TransformerLens's own architecture adapters
     families.py   the TL families checked against plain hooks, refused, or not built (the docs' list)
     tiny.py       tiny random models of any family by class name, a word tokenizer (tests and validation)
@@ -11,7 +12,8 @@ the per-architecture adapter table, TL/nnsight wrappers.
                   context_length(model) / check_fits(model, n_tokens, field)
     registry.py   offline models shipped in pip packages (REGISTRY: interp.data.registry), available_models
     cache.py      the dequantized fp32 cache of GGUF models
-    load.py       LoadedModel, load_pretrained, load_tokenizer
+    load.py       LoadedModel; the two loaders (a GGUF file through its cache, a local HF folder)
+    sitemap.py, export_styles.py   SiteMap; the block styles `interp export` writes (data both sides read)
     wrappers.py   to_transformer_bridge, to_nnsight
 
 Names are exported lazily (interp._util.lazy): importing the package imports no submodule."""
@@ -22,6 +24,8 @@ _EXPORTS = {
     'KINDS': 'resolve',
     'GGUF_SUFFIX': 'resolve',
     'ModelRef': 'resolve',
+    'ModelSource': 'resolve',
+    'SOURCES': 'resolve',
     'ModelResolutionError': 'resolve',
     'resolve_model': 'resolve',
     'classify_dir': 'resolve',
@@ -49,7 +53,7 @@ _EXPORTS = {
     'unflatten_tokens': 'adapters',
     'suggested_site_map': 'adapters',
     'lens_modules': 'adapters',
-    'CONTEXT_FIELDS': 'adapters',
+    'CONTEXT_FIELDS': 'sitemap',
     'context_length': 'adapters',
     'check_fits': 'adapters',
     'DEFAULT_MODEL': 'registry',
@@ -60,10 +64,10 @@ _EXPORTS = {
     'CACHE_SUBDIR': 'cache',
     'ORIGIN_FILE': 'cache',
     'LoadedModel': 'load',
-    'load_model': 'load',
-    'tokenizer_of': 'load',
-    'load_tokenizer': 'load',
-    'load_pretrained': 'load',
+    'load_model': 'resolve',
+    'tokenizer_of': 'resolve',
+    'load_tokenizer': 'resolve',
+    'load_pretrained': 'resolve',
     'to_transformer_bridge': 'wrappers',
     'to_nnsight': 'wrappers',
     'tiny_any_hf': 'tiny',

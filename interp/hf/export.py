@@ -25,7 +25,6 @@ import json
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 
 from interp._util.errors import InputError
@@ -43,41 +42,8 @@ from interp._util.io import (
 )
 from interp._util.paths import CONFIG_FILE, WEIGHTS_FILE
 from interp._util.provenance import provenance
+from interp.hf.export_styles import EXPORT_MODEL_TYPES, STYLES, ExportStyle  # noqa: F401 (re-exported)
 
-
-@dataclass(frozen=True)
-class ExportStyle:
-    """How one block style (ModelConfig.arch) exports: its self-contained modeling module in interp/hf, whose
-    file is copied as modeling_<module>.py, its classes, and the stock HF architecture whose sites it has."""
-
-    module: str        # "tapered_llama": interp/hf/tapered_llama.py
-    config_class: str
-    model_class: str
-    sites_of: str      # the stock architecture whose SiteMap it shares (interp.hf.site_map_for)
-    family: str        # for messages: "Llama"
-    mixers: tuple[str, ...] = ("attention",)  # the mixers whose block the stock architecture computes
-
-    @property
-    def modeling_file(self) -> str:
-        return f"modeling_{self.module}.py"
-
-    @property
-    def auto_map(self) -> dict[str, str]:
-        return {"AutoConfig": f"{self.modeling_file[:-3]}.{self.config_class}",
-                "AutoModelForCausalLM": f"{self.modeling_file[:-3]}.{self.model_class}"}
-
-    def classes(self) -> tuple[type, type]:
-        import importlib
-
-        module = importlib.import_module(f"interp.hf.{self.module}")
-        return getattr(module, self.config_class), getattr(module, self.model_class)
-
-
-# model_type of each config class: interp.hf.resolve.EXPORT_MODEL_TYPES (its auto_map is not remote code; tested)
-STYLES = {"llama": ExportStyle("tapered_llama", "TaperedLlamaConfig", "TaperedLlamaForCausalLM", "LlamaForCausalLM",
-                               "Llama"),
-          "gpt2": ExportStyle("tapered_gpt2", "TaperedGPT2Config", "TaperedGPT2LMHeadModel", "GPT2LMHeadModel",
-                              "GPT-2")}
 MODELING_FILE = STYLES["llama"].modeling_file
 EXPORTABLE_MIXERS = STYLES["llama"].mixers
 AUTO_MAP = STYLES["llama"].auto_map
@@ -189,8 +155,6 @@ def _gpt2_config(model_cfg, *, eos_id: int | None, source: dict):
 def _check_out_dir(run_dir: Path, out_dir: Path, overwrite: bool) -> None:
     """out_dir may be new, empty, or (with overwrite) an earlier export; never the run, a folder inside it (its
     step checkpoints) or anything else that holds files, which --overwrite would silently replace."""
-    from interp.hf.resolve import EXPORT_MODEL_TYPES
-
     if out_dir.exists() and not out_dir.is_dir():
         raise InputError("is a file, not a folder", path=out_dir, fix="give --out a new folder")
     if out_dir.resolve().is_relative_to(run_dir.resolve()):
@@ -234,7 +198,7 @@ def export_hf(run_dir: PathLike, out_dir: PathLike, *, overwrite: bool = False, 
     be empty unless overwrite (then only the files this function writes are replaced). The lock is taken before
     the "new or empty" check, so of two exports into one new folder the second is refused, never silently
     replacing the first."""
-    from interp.hf.resolve import checkpoint_tokenizer
+    from interp.hf.sources.checkpoint import checkpoint_tokenizer
     from interp.training import checkpoints
 
     run_dir, out_dir = Path(run_dir), Path(out_dir)

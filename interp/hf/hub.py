@@ -163,8 +163,8 @@ def hub_error(repo_id: str, revision: str | None, err: BaseException) -> InputEr
         reason, fix = "is gated: its terms must be accepted", "accept them on the model's page, then `hf auth login`"
     elif isinstance(err, errors.RepositoryNotFoundError):
         reason, fix = ("does not exist on the hub (nor as a local path), or is private",
-                       "check the id or path (a TransformerLens name also works, e.g. gpt2-small); for a private "
-                       "repo, `hf auth login`")
+                       ("check the id or path (a TransformerLens name also works, e.g. gpt2-small); for a private "
+                       "repo, `hf auth login`"))
     elif isinstance(err, errors.RevisionNotFoundError):
         reason, fix = "has no such revision", f"list its revisions with `interp batch {repo_id} --revisions all --dry-run`"
     elif isinstance(err, errors.LocalEntryNotFoundError | errors.OfflineModeIsEnabled) and is_offline():

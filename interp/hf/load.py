@@ -1,12 +1,13 @@
 """Loading a pretrained causal LM offline: LoadedModel, load_pretrained, load_tokenizer.
 
-What a spec names is decided by interp.hf.resolve (the only resolver); this module loads each kind:
-  registry / gguf   dequantize the GGUF to fp32 once, then read the cache (interp.hf.cache);
-  hf_dir / hub      AutoModelForCausalLM.from_pretrained of a local folder: a hub model is first fetched into the
-                    Hugging Face cache by interp.hf.hub (downloaded where missing; HF_HUB_OFFLINE=1 reads the
-                    cache only, and one that is not cached fails at once with the fix), then read as its snapshot;
-  checkpoint        refused: ours are TaperedLMs, loaded by interp.training.checkpoints (or ModelRef.load()).
-Every from_pretrained call gets trust_remote_code explicitly (the ModelRef's, False unless the caller passed
+What a spec names is decided by interp.hf.resolve (the only resolver), and each kind of model is a class of
+interp.hf.sources that calls one of the two loaders here; this module knows no kind:
+  load_gguf         a GGUF file (a registry model's or a .gguf): dequantize it to fp32 once, then read the cache
+                    (interp.hf.cache);
+  load_dir          AutoModelForCausalLM.from_pretrained of a local folder (an HF directory, or a hub model's
+                    snapshot that interp.hf.sources.hub fetched first).
+Our own checkpoints are TaperedLMs, loaded by interp.training.checkpoints (interp.hf.sources.checkpoint).
+Every from_pretrained call gets trust_remote_code explicitly (the source's, False unless the caller passed
 trust_remote_code=True / --trust-remote-code), so transformers never prompts and never runs a directory's
 Python files unasked; a GGUF file is checked for truncation before transformers parses it (gguf_file).
 """
@@ -18,7 +19,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
@@ -29,14 +30,15 @@ from interp._util.errors import InputError, one_line
 from interp._util.gguf_file import check_gguf
 from interp._util.io import file_fingerprint, file_sha256, safetensors_header
 from interp._util.paths import CONFIG_FILE
-from interp.data.registry import REGISTRY
-from interp.hf.attention import attention_for
 from interp.hf.adapters import SiteMap, layer_modules, site_map_or_none
-from interp.hf.export import register_tapered_llama
+from interp.hf.attention import attention_for
 from interp.hf.cache import _cache_path, _drop_quantization_state, _save_cache, _valid_cache
-from interp.hf.registry import DEFAULT_MODEL
-from interp.hf.resolve import EXPORT_MODEL_TYPES, GGUF_SUFFIX, ModelRef, ModelResolutionError, resolve_model
+from interp.hf.export import register_tapered_llama
+from interp.hf.export_styles import EXPORT_MODEL_TYPES
 from interp.model.weights import check_layer_count
+
+if TYPE_CHECKING:
+    from interp.hf.sources.base import ModelSource
 
 # attn_implementation values that need nothing beyond torch; any other (flash_attention_2, flex_attention, a kernels
 # hub id) may be refused by transformers for a missing package or an architecture without it (_attn_error)
@@ -55,7 +57,7 @@ class LoadedModel:
     sites: SiteMap | None             # None: no residual map (evaluation needs none; the probes say why)
     from_cache: bool = False          # weights read from the dequantized safetensors cache
     timings: dict[str, float] = field(default_factory=dict)  # {"model_s", "tokenizer_s", "total_s"}
-    ref: ModelRef | None = None       # what was loaded (a hub model's: with its revision and commit)
+    ref: ModelSource | None = None    # what was loaded (a hub model's: with its revision and commit)
 
     def n_layers(self) -> int:
         return len(layer_modules(self))
@@ -72,39 +74,28 @@ class LoadedModel:
 
 
 @dataclass(frozen=True)
-class _Gguf:
+class GgufWeights:
     """A GGUF model: the name of its cache folder, its file and a cheap key of its weights."""
 
     cache_name: str
     locate: Callable[[], Path]      # may assemble the file (Gemma3), so called only on a cache miss
     cache_key: Callable[[], str]
 
+    @classmethod
+    def of_file(cls, path: Path) -> GgufWeights:
+        """A .gguf file's: cached under its stem, keyed by its fingerprint (size, mtime)."""
+        path = path.resolve()
+        return cls(path.stem, lambda: path, lambda: file_fingerprint(path))
+
     def cache_path(self) -> Path:
         return _cache_path(self.cache_name, self.cache_key())
 
 
-def _gguf(ref: ModelRef) -> _Gguf:
-    if ref.kind == "registry":
-        entry = REGISTRY[ref.spec]
-        return _Gguf(ref.spec, entry.locate, entry.cache_key)
-    path = ref.path if ref.path.is_file() else sorted(ref.path.glob(f"*{GGUF_SUFFIX}"))[0]  # resolve: exactly one
-    path = path.resolve()
-    return _Gguf(path.stem, lambda: path, lambda: file_fingerprint(path))
-
-
-def _checked_gguf(gguf: _Gguf) -> Path:
+def _checked_gguf(gguf: GgufWeights) -> Path:
     """The GGUF file, checked complete (a cache miss is about to parse it; InputError names a damaged one)."""
     file = gguf.locate()
     check_gguf(file)
     return file
-
-
-def _pretrained_only(ref: ModelRef) -> None:
-    if ref.kind == "checkpoint":
-        raise ModelResolutionError(
-            f"{ref.path}: one of our tapered checkpoints, not a pretrained model; load it with "
-            f"interp.training.checkpoints.load_checkpoint, or interp.hf.resolve_model({ref.spec!r}).load() / "
-            f".load_tokenizer() (the probes and ablations accept both)")
 
 
 def _register_if_ours(where: str) -> None:
@@ -200,7 +191,7 @@ def _from_pretrained(where: str, gguf_file: str | None, dtype: torch.dtype | str
             _check_loading(where, info)
         else:
             model = AutoModelForCausalLM.from_pretrained(where, gguf_file=gguf_file, **options)
-    except pickle.UnpicklingError as err:   # weights_only refused a pickled object: it never ran
+    except pickle.UnpicklingError:   # weights_only refused a pickled object: it never ran
         pickled = sorted(f.name for f in Path(where).glob("*") if f.suffix in (".bin", ".pt", ".pth", ".ckpt"))
         raise InputError(f"{', '.join(pickled) or 'a weight file'} holds pickled objects that are not plain tensors "
                          "(torch.load with weights_only=True refused them, so nothing in it ran); interp never runs "
@@ -241,28 +232,24 @@ def _check_loading(where: str, info: dict[str, Any]) -> None:
                          "the model", path=where)
 
 
-def _hf_source(ref: ModelRef) -> str:
-    """The local folder from_pretrained reads for an hf_dir / hub ref (a hub ref fetched: its snapshot)."""
-    return str(ref.path.resolve())
-
-
-def tokenizer_of(ref: ModelRef) -> Any:
-    """The tokenizer load_model(ref) pairs with the model, without loading the weights (reads the cache
-    when it is valid)."""
+def gguf_tokenizer(gguf: GgufWeights) -> Any:
+    """The tokenizer load_gguf pairs with the model, without loading the weights (reads the cache when it is
+    valid)."""
     from transformers import AutoTokenizer
 
-    _pretrained_only(ref)
-    if ref.kind in ("registry", "gguf"):
-        gguf = _gguf(ref)
-        path = gguf.cache_path()
-        if _valid_cache(path):
-            return auto_tokenizer(str(path))
-        file = _checked_gguf(gguf)
-        return AutoTokenizer.from_pretrained(file.parent, gguf_file=file.name, trust_remote_code=False,
-                                             local_files_only=True)
-    ref = ref.fetched()  # a hub model: its snapshot, downloaded where missing (interp.hf.hub)
-    _check_config(_hf_source(ref), ref.trust_remote_code)
-    return auto_tokenizer(_hf_source(ref), ref.trust_remote_code)
+    path = gguf.cache_path()
+    if _valid_cache(path):
+        return auto_tokenizer(str(path))
+    file = _checked_gguf(gguf)
+    return AutoTokenizer.from_pretrained(file.parent, gguf_file=file.name, trust_remote_code=False,
+                                         local_files_only=True)
+
+
+def dir_tokenizer(folder: Path, trust_remote_code: bool = False) -> Any:
+    """The tokenizer load_dir pairs with the model of a local HF folder, without loading the weights."""
+    where = str(folder.resolve())
+    _check_config(where, trust_remote_code)
+    return auto_tokenizer(where, trust_remote_code)
 
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".msgpack", ".h5", ".ckpt", ".onnx")
@@ -359,46 +346,60 @@ def torch_load_dtype(name: str) -> torch.dtype | str:
     return torch_dtype(name)
 
 
-def load_model(ref: ModelRef, dtype: torch.dtype | str = torch.float32, use_cache: bool = True,
-               attn_implementation: str = "eager", device_map: DeviceMap = None) -> LoadedModel:
-    """The LoadedModel of a resolved pretrained model (see load_pretrained)."""
-    _pretrained_only(ref)
-    if isinstance(dtype, str):
-        dtype = torch_load_dtype(dtype)
-    device_map = resolve_device_map(device_map)   # a device that is not here fails before any file is read
+def load_gguf(gguf: GgufWeights, ref: ModelSource, dtype: torch.dtype | str = torch.float32, use_cache: bool = True,
+              attn_implementation: str = "eager", device_map: DeviceMap = None) -> LoadedModel:
+    """The LoadedModel of a GGUF model (a registry model's file or a .gguf; see interp.hf.load_pretrained): the
+    dequantized fp32 cache when valid, else the file dequantized (and cached unless use_cache=False)."""
+    dtype, device_map = _load_options(dtype, device_map)
     start = time.perf_counter()
     timings: dict[str, float] = {}
     from_cache = False
-    if ref.kind in ("registry", "gguf"):
-        gguf = _gguf(ref)
-        path = gguf.cache_path()
-        gguf_dtype = torch.float32 if dtype == "auto" else dtype   # a GGUF's dequantized weights are fp32
-        if device_map is not None and not _valid_cache(path):   # placed layers are read from the fp32 cache
-            if not use_cache:
-                raise InputError("a device map reads a GGUF model from its dequantized cache", field="device_map",
-                                 fix="drop use_cache=False, or the device map")
-            load_model(ref, use_cache=True, attn_implementation=attn_implementation)   # writes the cache
-        if use_cache and _valid_cache(path):
-            source = str(path)
-            model, tokenizer = _from_pretrained(source, None, gguf_dtype, attn_implementation, timings,
-                                                device_map=device_map)
-            from_cache = True
-        else:
-            file = _checked_gguf(gguf)
-            # GGUF dequantizes to fp32; cache that, then cast, so one cache serves every dtype.
-            model, tokenizer = _from_pretrained(str(file.parent), file.name, torch.float32,
-                                                attn_implementation, timings)
-            _drop_quantization_state(model)
-            if use_cache:
-                _save_cache(model, tokenizer, path, origin={"gguf": str(file), "key": path.name})
-            model = model.to(gguf_dtype)
-            source = str(file)
-    else:  # a local HF directory, or a hub model's snapshot (downloaded where missing: interp.hf.hub)
-        ref = ref.fetched()
-        source = _hf_source(ref)
-        _check_weight_headers(source, _check_config(source, ref.trust_remote_code))
-        model, tokenizer = _from_pretrained(source, None, dtype, attn_implementation, timings, ref.trust_remote_code,
-                                            device_map)
+    path = gguf.cache_path()
+    gguf_dtype = torch.float32 if dtype == "auto" else dtype   # a GGUF's dequantized weights are fp32
+    if device_map is not None and not _valid_cache(path):   # placed layers are read from the fp32 cache
+        if not use_cache:
+            raise InputError("a device map reads a GGUF model from its dequantized cache", field="device_map",
+                             fix="drop use_cache=False, or the device map")
+        load_gguf(gguf, ref, use_cache=True, attn_implementation=attn_implementation)   # writes the cache
+    if use_cache and _valid_cache(path):
+        source = str(path)
+        model, tokenizer = _from_pretrained(source, None, gguf_dtype, attn_implementation, timings,
+                                            device_map=device_map)
+        from_cache = True
+    else:
+        file = _checked_gguf(gguf)
+        # GGUF dequantizes to fp32; cache that, then cast, so one cache serves every dtype.
+        model, tokenizer = _from_pretrained(str(file.parent), file.name, torch.float32,
+                                            attn_implementation, timings)
+        _drop_quantization_state(model)
+        if use_cache:
+            _save_cache(model, tokenizer, path, origin={"gguf": str(file), "key": path.name})
+        model = model.to(gguf_dtype)
+        source = str(file)
+    return _loaded(model, tokenizer, ref, source, start, timings, from_cache)
+
+
+def load_dir(folder: Path, ref: ModelSource, dtype: torch.dtype | str = torch.float32, use_cache: bool = True,
+             attn_implementation: str = "eager", device_map: DeviceMap = None) -> LoadedModel:
+    """The LoadedModel of a local Hugging Face folder (an HF directory, or a hub model's fetched snapshot), its
+    config and weight headers checked first; use_cache does not apply (accepted for one signature)."""
+    dtype, device_map = _load_options(dtype, device_map)
+    start = time.perf_counter()
+    timings: dict[str, float] = {}
+    source = str(folder.resolve())
+    _check_weight_headers(source, _check_config(source, ref.trust_remote_code))
+    model, tokenizer = _from_pretrained(source, None, dtype, attn_implementation, timings, ref.trust_remote_code,
+                                        device_map)
+    return _loaded(model, tokenizer, ref, source, start, timings, False)
+
+
+def _load_options(dtype: torch.dtype | str, device_map: DeviceMap) -> tuple[torch.dtype | str, DeviceMap]:
+    """The load precision and device map, checked: a device that is not here fails before any file is read."""
+    return (torch_load_dtype(dtype) if isinstance(dtype, str) else dtype), resolve_device_map(device_map)
+
+
+def _loaded(model: nn.Module, tokenizer: Any, ref: ModelSource, source: str, start: float,
+            timings: dict[str, float], from_cache: bool) -> LoadedModel:
     model.eval()
     # GGUF-loaded configs lack `architectures`; TransformerBridge (Gemma3) reads it to pick an adapter.
     model.config.architectures = [type(model).__name__]
@@ -407,39 +408,3 @@ def load_model(ref: ModelRef, dtype: torch.dtype | str = torch.float32, use_cach
                        architecture=type(model).__name__, sites=site_map_or_none(model),
                        from_cache=from_cache, timings=timings, ref=ref)
 
-
-def load_tokenizer(name_or_path: str = DEFAULT_MODEL, trust_remote_code: bool = False,
-                   revision: str | None = None) -> Any:
-    """The tokenizer `load_pretrained(name_or_path)` would return, without loading the weights (so callers
-    can check a text is long enough before paying for the model). Reads the cache when it is valid."""
-    return tokenizer_of(resolve_model(name_or_path, trust_remote_code=trust_remote_code, revision=revision))
-
-
-def load_pretrained(name_or_path: str = DEFAULT_MODEL, dtype: torch.dtype | str = torch.float32,
-                    use_cache: bool = True, attn_implementation: str = "eager",
-                    trust_remote_code: bool = False, revision: str | None = None,
-                    device_map: DeviceMap = None) -> LoadedModel:
-    """Load a pretrained causal LM offline, in eval mode: a registry name, a .gguf file (or a folder with
-    one), a Hugging Face directory or a hub id (interp.hf.resolve_model decides which).
-
-    use_cache: read/write the dequantized fp32 copy of a GGUF model under
-        cache_dir("pretrained", "<name>-<key>") (first load ~12 s, later loads < 1 s). False always
-        dequantizes from the GGUF file and leaves the cache alone.
-    attn_implementation: "eager" by default so plain torch hooks, TransformerBridge (which forces eager)
-        and nnsight see bit-identical activations; pass "sdpa" for speed when only one backend is used. One that
-        cannot be used here (flash_attention_2 without flash-attn, flex_attention on GPT-2) is an InputError naming
-        the field and the fix, not transformers' ImportError.
-    A hub id (or TransformerLens name, "MODEL@REV", or revision=) is downloaded into the Hugging Face cache where
-    missing (interp.hf.hub); with HF_HUB_OFFLINE=1 one that is not cached fails at once (InputError with the fix).
-    dtype: the load precision: a torch dtype, or "auto" | "float32" | "bfloat16" | "float16" ("auto": the
-        checkpoint's own, as transformers' dtype="auto"; a GGUF model dequantizes to float32).
-    device_map: place the layers through accelerate, for a model larger than one device: "auto", "balanced",
-        "balanced_low_0", "sequential", or {module: device | "cpu" | "disk"} (disk-offloaded layers are read from a
-        folder under cache_dir("offload")); the model is then not moved to --device.
-    Thread count is the caller's business (torch.set_num_threads); nothing here changes it.
-    trust_remote_code: allow a Hugging Face directory whose config names its own Python code (auto_map) to
-        run it; refused by default, with the reason (interp.hf.resolve.refuse_remote_code).
-    Our own checkpoints are refused with the fix (resolve_model(path).load() loads every kind).
-    """
-    return load_model(resolve_model(name_or_path, trust_remote_code=trust_remote_code, revision=revision), dtype=dtype,
-                      use_cache=use_cache, attn_implementation=attn_implementation, device_map=device_map)

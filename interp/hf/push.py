@@ -261,8 +261,8 @@ def model_card(run: Run, repo_id: str, branch: Branch) -> str:
     if _int(train.get("steps")) is not None:
         training.append(("Steps (planned)", f"{train['steps']:,}"))
     if _int(train.get("batch_size")) is not None and _int(train.get("n_ctx")) is not None:
-        training.append(("Batch", f"{train['batch_size']} sequences x {train['n_ctx']} tokens = "
-                                  f"{train['batch_size'] * train['n_ctx']:,} tokens per step"))
+        training.append(("Batch", (f"{train['batch_size']} sequences x {train['n_ctx']} tokens = "
+                                  f"{train['batch_size'] * train['n_ctx']:,} tokens per step")))
     if _number(train.get("lr")) is not None:
         lr = f"peak {train['lr']:g}"
         if isinstance(train.get("lr_schedule"), str):
@@ -297,15 +297,15 @@ def model_card(run: Run, repo_id: str, branch: Branch) -> str:
     facts = [f for f in facts if f]
     lines = ["---", "library_name: transformers", "tags:", "- interp", f"- tapered-{arch}", "- checkpoint-series",
              "---", "", f"# {repo_id}", "",
-             f"A tapered language model (one MLP width per layer) trained with interp, published as a checkpoint "
+             (f"A tapered language model (one MLP width per layer) trained with interp, published as a checkpoint "
              f"series: one branch per checkpoint, `{MAIN}` = the final model. Every field below is read from the "
-             "run's own records (config.json, result.json, log.jsonl); what the run does not record is left out.",
+             "run's own records (config.json, result.json, log.jsonl); what the run does not record is left out."),
              "", here + (f" ({', '.join(facts)})" if facts else "") + ".", "", "## Model", "", "| | |", "|---|---|"]
     lines += [f"| {k} | {v} |" for k, v in rows]
     if training:
         lines += ["", "## Training", "", "| | |", "|---|---|", *[f"| {k} | {v} |" for k, v in training]]
-    lines += ["", "## Branches", "", "Names: `step-<step, 6 digits>-<tokens seen, exact, in M/B/T>T` (the FineWeb "
-              "ablations' scheme; `interp batch` and `interp.hf.hub.step_of` read step and tokens from it).", "",
+    lines += ["", "## Branches", "", ("Names: `step-<step, 6 digits>-<tokens seen, exact, in M/B/T>T` (the FineWeb "
+              "ablations' scheme; `interp batch` and `interp.hf.hub.step_of` read step and tokens from it)."), "",
               "| Branch | Step | Tokens seen | Validation loss |", "|---|---|---|---|"]
     for b in run.branches:
         lines.append(f"| `{b.name}` | {'' if b.step is None else b.step} | {_fmt_tokens(b.tokens)} | "
@@ -316,8 +316,8 @@ def model_card(run: Run, repo_id: str, branch: Branch) -> str:
                      + (f" at commit `{trained_commit}`" if trained_commit else ""))
     lines.append(f"- exported with interp {package_versions().get('interp', 'unknown')} at commit `{git_commit()}`")
     lines += ["", "## Use", "", "```python", "from transformers import AutoModelForCausalLM",
-              f'model = AutoModelForCausalLM.from_pretrained("{repo_id}", revision="{branch.name}", '
-              "trust_remote_code=True)", "```", "", "```bash",
+              (f'model = AutoModelForCausalLM.from_pretrained("{repo_id}", revision="{branch.name}", '
+              "trust_remote_code=True)"), "```", "", "```bash",
               f"interp batch {repo_id} --revisions all --out series.parquet   # every checkpoint, in step order",
               "```", ""]
     return "\n".join(lines)
@@ -356,7 +356,7 @@ def _ask(repo_id: str, branch: str | None, what: str, call: Callable):
     """One metadata request within the hub deadline (bounded); failures as push_error."""
     try:
         return bounded(call, what)
-    except Exception as err:
+    except Exception as err:  # noqa: BLE001 - the hub client raises many kinds; each becomes one clear error
         raise push_error(repo_id, branch, err) from None
 
 
@@ -444,12 +444,12 @@ def push_run(run_dir: PathLike, repo_id: str, step_checkpoints: Sequence[tuple[P
             write_text_atomic(folder / CARD_FILE, model_card(run, repo_id, branch))
             if branch.name not in existing:
                 _ask(repo_id, branch.name, f"creating branch {branch.name} of {repo_id}",
-                     lambda: api.create_branch(repo_id, branch=branch.name, exist_ok=True))
+                     lambda: api.create_branch(repo_id, branch=branch.name, exist_ok=True))  # noqa: B023 - called at once
                 existing[branch.name] = ""
             changed, extra = _differences(_local_ids(folder), _remote_ids(api, repo_id, branch.name))
             if not changed and not extra:
                 commit = existing[branch.name] or _ask(repo_id, branch.name, f"{repo_id}@{branch.name}",
-                                                       lambda: api.repo_info(repo_id, revision=branch.name).sha)
+                                                       lambda: api.repo_info(repo_id, revision=branch.name).sha)  # noqa: B023
                 log(f"[export] {repo_id}@{branch.name}: up to date (commit {commit[:12]}), skipped")
                 pushed.append(Pushed(branch.name, commit, False))
             else:
@@ -458,7 +458,7 @@ def push_run(run_dir: PathLike, repo_id: str, step_checkpoints: Sequence[tuple[P
                     info = api.upload_folder(repo_id=repo_id, folder_path=folder, revision=branch.name,
                                              commit_message=f"interp export: {branch.name} of {run.path.name}",
                                              delete_patterns=extra or None)
-                except Exception as err:
+                except Exception as err:  # noqa: BLE001 - as in _ask: one clear error per failed upload
                     raise push_error(repo_id, branch.name, err) from None
                 log(f"[export] {repo_id}@{branch.name}: uploaded {len(changed)} file(s)"
                     + (f", deleted {len(extra)}" if extra else "") + f" (commit {info.oid[:12]})")

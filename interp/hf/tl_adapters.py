@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from interp.hf.adapters import SiteMap
+from interp.hf.sitemap import SiteMap
 
 # TransformerLens block classes whose sublayers add module outputs to the stream unchanged
 _PLAIN_BLOCKS = ("BlockBridge", "ParallelBlockBridge", "MLABlockBridge", "DelegatedAttentionBlockBridge",
@@ -35,11 +35,11 @@ _CONFIG_REFUSALS = (
      f"do_layer_norm_before=False (OPT-350m): {_NORM_AFTER_ADD}"),
     ("BertLMHeadModel", lambda c: True, _NORM_AFTER_ADD),
     ("BloomForCausalLM", lambda c: getattr(c, "apply_residual_connection_post_layernorm", False),
-     "apply_residual_connection_post_layernorm=True: the residual it adds back is the normalised stream, not the "
-     "layer's input"),
+     ("apply_residual_connection_post_layernorm=True: the residual it adds back is the normalised stream, not the "
+     "layer's input")),
     ("BloomForCausalLM", lambda c: getattr(c, "pretraining_tp", 1) > 1 and getattr(c, "slow_but_exact", False),
-     "pretraining_tp > 1 with slow_but_exact=True: the output projections run as slices, never as the modules "
-     "that produce the residual terms"),
+     ("pretraining_tp > 1 with slow_but_exact=True: the output projections run as slices, never as the modules "
+     "that produce the residual terms")),
 )
 # why the others cannot be described by module paths
 _BLOCK_REASONS = {
@@ -57,7 +57,7 @@ def tl_architectures() -> tuple[str, ...]:
     architectures interp.hf.tl_export adds to that table once imported."""
     from transformer_lens.factories.architecture_adapter_factory import SUPPORTED_ARCHITECTURES
 
-    from interp.hf.export import STYLES
+    from interp.hf.export_styles import STYLES
 
     ours = {style.model_class for style in STYLES.values()}
     return tuple(sorted(name for name in SUPPORTED_ARCHITECTURES if name not in ours))

@@ -86,7 +86,7 @@ def _register_auto_classes() -> None:
     Llama's adapter, which would start TL's entry point discovery again while that discovery imports this module."""
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    from interp.hf.export import STYLES
+    from interp.hf.export_styles import STYLES
 
     for style in STYLES.values():
         config_class, model_class = style.classes()

@@ -9,7 +9,8 @@ science (what one target's rows are) and hands the rest to this package:
     runner     one task: its share of the targets under its lock, one progress line per target with an ETA
     executors  local --jobs N, torchrun, slurm (submitit array, requeued on preemption): ExecutorConfig, execute
     status     `interp jobs status OUT` (OUT a table, its parts folder, or a training experiment's folder)
-    training   a training experiment's runs as a job: `interp experiment NAME --executor slurm`, one task per run
+    training   a training experiment's runs as a job: `interp experiment NAME`, locally or one Slurm task per run
+    runs       one training run as every runner takes it (its state, trained or skipped, reported); the run pool
 """
 
 from interp._util.lazy import lazy_exports
@@ -40,6 +41,12 @@ _EXPORTS = {
     'job_status': 'status',
     'TrainingJob': 'training',
     'train_experiment': 'training',
+    'run_experiment': 'training',
+    'Report': 'runs',
+    'RunStatus': 'runs',
+    'describe': 'runs',
+    'train_run': 'runs',
+    'train_in_processes': 'runs',
 }
 
 __getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)

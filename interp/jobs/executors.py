@@ -28,11 +28,20 @@ from pathlib import Path
 from typing import Any
 
 from interp._util.children import raise_if_stopped
-from interp._util.dist import Distributed, check_env, env_world_size
+from interp._util.dist import Distributed, check_env, env_world_size, shard
 from interp._util.errors import InputError, one_line
-from interp._util.io import claim_parts
-from interp.jobs.parts import (JOURNAL_DIR, MAX_TASKS, lock_task, own_folder, part_files, parts_dir, read_journal,
-                               sweep_temps, write_plan)
+from interp.jobs.parts import (
+    JOURNAL_DIR,
+    MAX_TASKS,
+    claim_parts,
+    lock_task,
+    own_folder,
+    part_files,
+    parts_dir,
+    read_journal,
+    sweep_temps,
+    write_plan,
+)
 from interp.jobs.runner import Job, TaskResult, format_eta, run_task
 
 __all__ = ["EXECUTORS", "ExecutorConfig", "JobsResult", "execute"]
@@ -57,6 +66,9 @@ class ExecutorConfig:
     cpus_per_task: int = field(default=0, metadata={"help": "slurm: CPUs per task (0: 1); local: threads per process "
                                                             "(0: the cores shared out)"})
     array_parallelism: int = field(default=0, metadata={"help": "slurm: array tasks running at once (0: no limit)"})
+    ranks_per_task: int = field(default=0, metadata={"help": "slurm, training experiments: processes (torch.distributed "
+                                                             "ranks) per task, each run one DDP/FSDP run over them (0: "
+                                                             "--gpus-per-task, at least 1)"})
     wait: bool = field(default=True, metadata={"help": "slurm: wait for the tasks and merge (--no-wait: return at "
                                                        "once; then `interp jobs merge OUT`)"})
 
@@ -65,7 +77,7 @@ class ExecutorConfig:
             raise InputError(f"{self.executor!r} is not an executor", field="--executor",
                              fix=f"choose one of {', '.join(EXECUTORS)}")
         for name, low in (("jobs", 0 if self.executor == "slurm" else 1), ("time_min", 1), ("gpus_per_task", 0),
-                          ("cpus_per_task", 0), ("array_parallelism", 0)):
+                          ("cpus_per_task", 0), ("array_parallelism", 0), ("ranks_per_task", 0)):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise InputError(f"must be an integer >= {low}, got {value!r}", field=f"--{name.replace('_', '-')}")
@@ -130,12 +142,31 @@ def _threads(ex: ExecutorConfig, tasks: int) -> int:
 
 
 def _task(factory: Factory, cfg: Any, index: int, count: int, targets: list[Any], threads: int = 0) -> TaskResult:
-    """One task in a child process or a Slurm job: build the job from its config, run its share."""
+    """One task in a child process or a Slurm job: build the job from its config, run its share. A Slurm task of
+    several ranks (ranks_per_task) runs a job whose targets span them: rank 0 runs the share, the others follow."""
     if threads:
         import torch
 
         torch.set_num_threads(threads)
-    return run_task(factory(cfg), index, count, targets)
+    job = factory(cfg)
+    if getattr(job, "spans_ranks", False) and not Distributed.from_env(join=False).primary:
+        return _follow_share(job, shard(targets, index, count))
+    return run_task(job, index, count, targets)
+
+
+def task_ranks(job: Job, ex: ExecutorConfig) -> int:
+    """The processes of one Slurm task: ex.ranks_per_task, else --gpus-per-task for a job whose targets use every
+    rank (a training run), else one. InputError where they cannot be: several ranks for a job of one-rank targets,
+    GPUs that do not divide among the ranks."""
+    spans = getattr(job, "spans_ranks", False)
+    ranks = ex.ranks_per_task or (ex.gpus_per_task if spans else 0) or 1
+    if ranks > 1 and not spans:
+        raise InputError(f"a {job.kind} target is one process: it does not span ranks", field="--ranks-per-task",
+                         fix="drop --ranks-per-task; use --jobs N for N tasks")
+    if ranks > 1 and ex.gpus_per_task and ex.gpus_per_task % ranks:
+        raise InputError(f"{ex.gpus_per_task} GPUs do not divide among {ranks} ranks", field="--gpus-per-task",
+                         fix="give each rank the same number of GPUs (usually --gpus-per-task = --ranks-per-task)")
+    return ranks
 
 
 def _merge(job: Job, result: JobsResult) -> None:
@@ -177,9 +208,18 @@ def execute(factory: Factory, cfg: Any, ex: ExecutorConfig | None = None, *, job
     if ex.executor == "slurm":
         check_slurm()
     job = job if job is not None else factory(cfg)
+    if ex.ranks_per_task > 1 and ex.executor != "slurm":
+        raise InputError("ranks per task are Slurm's: locally, launch the command under torchrun", field="--ranks-per-task",
+                         fix="drop --ranks-per-task (or use --executor slurm)")
+    if ex.executor == "slurm":
+        task_ranks(job, ex)   # refused before anything is written
     targets = job.plan()   # a bad PATH fails here, before any task starts
     executor = ex.executor
-    if executor == "local" and (dist is not None or env_world_size() > 1):   # ranks given, or under torchrun
+    spans = getattr(job, "spans_ranks", False)   # a target uses every rank (a training run): ranks are not tasks
+    if spans and executor == "local" and env_world_size() > 1:
+        if not Distributed.from_env(join=False).primary:
+            return _follow(job, targets)   # rank 0 alone plans, locks, journals and merges
+    elif executor == "local" and (dist is not None or env_world_size() > 1):   # ranks given, or under torchrun
         executor = "torchrun"
     if executor == "torchrun":
         return _torchrun(job, targets, dist)
@@ -210,6 +250,25 @@ def execute(factory: Factory, cfg: Any, ex: ExecutorConfig | None = None, *, job
     _merge(job, result)   # also after a task died: the table holds what finished, the CLI names the task
     raise_if_stopped()    # a SIGINT/SIGTERM stopped the tasks: the table has what finished; exit 130/143
     return result
+
+
+def _follow(job: Job, targets: list[Any]) -> JobsResult:
+    """A rank other than rank 0 of a job whose targets span every rank (a training run under torchrun)."""
+    dist = Distributed.from_env(join=False)
+    result = JobsResult(targets=targets, executor="local", rank=dist.rank, world_size=dist.world_size)
+    result.tasks.append(_follow_share(job, targets))
+    return result
+
+
+def _follow_share(job: Job, targets: list[Any]) -> TaskResult:
+    """Rank k > 0 of a task whose targets span its ranks: it does each target beside rank 0, in the same order, and
+    writes nothing of the jobs layer's (no lock, no journal, no plan: rank 0's)."""
+    task = TaskResult()
+    job.prepare()
+    for target in targets:
+        raise_if_stopped()
+        task.add(job.name(target), job.do(target))
+    return task
 
 
 def _torchrun(job: Job, targets: list[Any], dist: Distributed | None = None) -> JobsResult:
@@ -251,13 +310,16 @@ def _slurm_task_class() -> type:
     class SlurmTask(submitit.helpers.Checkpointable):
         def __call__(self, factory: Factory, cfg: Any, index: int, count: int, targets: list[Any],
                      threads: int) -> TaskResult:
+            if submitit.JobEnvironment().num_tasks > 1:   # ranks_per_task: torch.distributed's env from Slurm's
+                submitit.helpers.TorchDistributedEnvironment().export(set_cuda_visible_devices=False, overwrite=True)
             return _task(factory, cfg, index, count, targets, threads)
 
     return SlurmTask
 
 
-def slurm_executor(folder: Path, ex: ExecutorConfig, name: str) -> Any:
-    """A submitit executor for `ex`'s Slurm options (logs and pickles under `folder`)."""
+def slurm_executor(folder: Path, ex: ExecutorConfig, name: str, ranks: int = 1) -> Any:
+    """A submitit executor for `ex`'s Slurm options (logs and pickles under `folder`); `ranks` processes per task
+    (srun starts them; each sees every GPU of the task and takes its LOCAL_RANK's)."""
     import submitit
 
     executor = submitit.AutoExecutor(folder=str(folder / "%j"), cluster="slurm")
@@ -265,7 +327,11 @@ def slurm_executor(folder: Path, ex: ExecutorConfig, name: str) -> Any:
                               "slurm_signal_delay_s": 60}
     if ex.partition:
         params["slurm_partition"] = ex.partition
-    if ex.gpus_per_task:
+    if ranks > 1:
+        params["tasks_per_node"] = ranks
+        if ex.gpus_per_task:
+            params["slurm_gpus_per_node"] = ex.gpus_per_task
+    elif ex.gpus_per_task:
         params["slurm_gpus_per_task"] = ex.gpus_per_task
     if ex.array_parallelism:
         params["slurm_array_parallelism"] = ex.array_parallelism
@@ -280,7 +346,7 @@ def _submit(job: Job, factory: Factory, targets: list[Any], tasks: int, ex: Exec
     folder = own_folder(parts_dir(job.out), SLURM_DIR)
     before = set(folder.iterdir())
     try:
-        executor = slurm_executor(folder, ex, f"interp-{job.kind.replace(' ', '-')}")
+        executor = slurm_executor(folder, ex, f"interp-{job.kind.replace(' ', '-')}", task_ranks(job, ex))
         cfg = getattr(job, "cfg", None)
         task = getattr(job, "slurm_task_class", _slurm_task_class)()   # a job may handle Slurm's signals its way
         return executor.map_array(task(), [factory] * tasks, [cfg] * tasks, list(range(tasks)),

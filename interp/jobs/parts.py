@@ -36,17 +36,94 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from interp._util.errors import InputError, one_line
-from interp._util.io import (PARTS_KIND_FILE, LockHeld, atomic_write, check_output, exclusive_lock, file_lock,
-                             parts_kind, remove_stale_temps, safe_folder, safe_open, write_json_atomic)
+from interp._util.io import (
+    LockHeld,
+    atomic_write,
+    check_output,
+    exclusive_lock,
+    file_lock,
+    remove_stale_temps,
+    safe_folder,
+    safe_open,
+    write_json_atomic,
+    write_text_atomic,
+)
 from interp._util.schema import Field, Schema, finite, list_of, parse_json
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["PARTS_SUFFIX", "FAILED_PREFIX", "MAX_TASKS", "EXPERIMENT_OUT", "parts_dir", "own_folder", "write_part", "read_part",
-           "part_marker", "failed_part", "part_files", "scan_parts", "merge_table", "concat_parts", "write_table",
-           "sort_rows", "task_lock", "lock_task", "running_task", "sweep_temps", "check_table_outputs", "write_plan",
-           "read_plan", "journal", "read_journal"]
+__all__ = [
+    "EXPERIMENT_OUT",
+    "FAILED_PREFIX",
+    "MAX_TASKS",
+    "PARTS_KIND_FILE",
+    "PARTS_SUFFIX",
+    "check_table_outputs",
+    "claim_parts",
+    "concat_parts",
+    "failed_part",
+    "journal",
+    "lock_task",
+    "merge_table",
+    "own_folder",
+    "part_files",
+    "part_marker",
+    "parts_dir",
+    "parts_kind",
+    "read_journal",
+    "read_part",
+    "read_plan",
+    "running_task",
+    "scan_parts",
+    "sort_rows",
+    "sweep_temps",
+    "task_lock",
+    "write_part",
+    "write_plan",
+    "write_table",
+]
+
+PARTS_KIND_FILE = ".kind"   # in an OUT.parts folder: which command's rows its parts are ("eval", "probe batch")
+_KIND_COLUMNS = {"eval": "task", "probe batch": "layer"}   # how parts from before the marker tell their kind
+
+
+def parts_kind(parts: str | Path, *, guess: bool = True) -> str | None:
+    """Which command's rows the parts folder holds: its marker, else (a folder from before the marker; only with
+    `guess`) what the columns of its first readable part say; None when nothing tells."""
+    parts = Path(parts)
+    marker = parts / PARTS_KIND_FILE
+    if marker.is_file():
+        return marker.read_text(encoding="utf-8").strip()
+    if not guess:
+        return None
+    import pyarrow.parquet as pq
+
+    for part in sorted(parts.glob("*.parquet"))[:1]:
+        try:
+            names = set(pq.read_schema(part).names)
+        except (OSError, ValueError):
+            continue
+        return next((k for k, column in _KIND_COLUMNS.items() if column in names and
+                     not any(c in names for o, c in _KIND_COLUMNS.items() if o != k)), None)
+    return None
+
+
+def claim_parts(parts: str | Path, kind: str, out: str | Path, *, mark: bool = True) -> None:
+    """Mark the resumable parts folder of `out` as holding `kind` rows, or refuse it (InputError) when another
+    command's table owns it: `interp eval --out X` and `interp batch --out X` both keep X.parts/, and a merge
+    takes every part there, so sharing it would replace one table by a mix of both. Call it under the command's
+    lock. A folder from before the marker is recognised by its parts' columns."""
+    parts = Path(parts)
+    marker = parts / PARTS_KIND_FILE
+    found = parts_kind(parts)
+    if found is not None and found != kind:
+        raise InputError(f"{parts} holds the parts of an `interp {found}` table, not of `interp {kind}`; both "
+                         "commands keep their resumable parts in OUT.parts/, and merging one into the other would "
+                         "mix two tables", field="--out", path=out, fix="give this command another --out")
+    if mark and not marker.is_file():
+        write_text_atomic(marker, kind + "\n")
+
 
 PARTS_SUFFIX = ".parts"
 FAILED_PREFIX = "failed-"

@@ -26,15 +26,15 @@ from typing import Any, Protocol
 
 from interp._util.children import raise_if_stopped
 from interp._util.dist import shard
-from interp._util.io import claim_parts
-from interp.jobs.parts import journal, own_folder, parts_dir, running_task
+from interp.jobs.parts import claim_parts, journal, own_folder, parts_dir, running_task
 
-__all__ = ["Job", "Outcome", "TaskResult", "run_task", "format_eta"]
+__all__ = ["Job", "Outcome", "TaskResult", "format_eta", "run_task"]
 
 
 @dataclass
 class Outcome:
-    """What one target did: "done" (analysed now), "skipped" (its parts were there) or "failed" (error)."""
+    """What one target did: "done" (analysed now), "skipped" (its parts were there), "failed" (error), or "running"
+    (another live process is at it, error says which: a training run; counted with the skipped)."""
 
     state: str
     error: str = ""
@@ -83,7 +83,7 @@ class TaskResult:
 def format_eta(seconds: float) -> str:
     if not math.isfinite(seconds):
         return "?"
-    seconds = int(round(seconds))
+    seconds = round(seconds)
     return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}" if seconds >= 3600 else \
         f"{seconds // 60}:{seconds % 60:02d}"
 
@@ -96,7 +96,8 @@ def _line(job: Job, result: TaskResult, total: int, name: str, outcome: Outcome,
     per = elapsed / worked if worked else math.nan
     eta = 0.0 if finished == total else per * (total - finished)
     task = f" task {result.index + 1}/{result.count}" if result.count > 1 else ""
-    what = outcome.state if outcome.state != "failed" else f"FAILED ({outcome.error})"
+    what = (f"FAILED ({outcome.error})" if outcome.state == "failed" else
+            f"{outcome.state} ({outcome.error})" if outcome.error else outcome.state)
     return f"{job.prefix}{task} {finished}/{total} {name}: {what}; elapsed {format_eta(elapsed)}, ETA {format_eta(eta)}"
 
 

@@ -1,4 +1,5 @@
-"""`interp jobs status OUT`: what each target of the last plan is doing, from the parts folder alone.
+"""`interp jobs status OUT`: what each target of the last plan is doing, from the parts folder alone, in the words of
+interp._util.states (one set for every job, training runs included):
 
     done         its part is written (this or an earlier invocation)
     failed       its last attempt failed (the first line of the error)
@@ -23,11 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from interp._util.io import lock_holder
+from interp._util.states import DONE, FAILED, INTERRUPTED, PENDING, RUNNING, SKIPPED, STATES
 from interp.jobs.parts import EXPERIMENT_OUT, PARTS_SUFFIX, parts_dir, read_journal, read_plan, task_lock
 
-__all__ = ["TargetState", "job_status", "format_status", "table_of", "runs_status", "experiment_states", "STATES"]
-
-STATES = ("done", "failed", "running", "interrupted", "pending")
+__all__ = ["STATES", "TargetState", "experiment_states", "format_status", "job_status", "runs_status", "table_of"]
 
 
 @dataclass(frozen=True)
@@ -69,14 +69,14 @@ def job_status(out: str | Path) -> tuple[dict, list[TargetState]]:
     for i, name in enumerate(plan["targets"]):
         record = journal.get(name, {})
         task = i % tasks
-        state = record.get("state", "pending")
-        if state in ("done", "skipped"):
-            state = "done"
-        elif state in ("running", "interrupted"):
-            state = "running" if state == "running" and holders.get(task) else "interrupted"
-        elif state != "failed":
-            state = "pending"
-        error = str(record.get("error", "")).splitlines()[0] if state == "failed" and record.get("error") else ""
+        state = record.get("state", PENDING)
+        if state in (DONE, SKIPPED):
+            state = DONE
+        elif state in (RUNNING, INTERRUPTED):
+            state = RUNNING if state == RUNNING and holders.get(task) else INTERRUPTED
+        elif state != FAILED:
+            state = PENDING
+        error = str(record.get("error", "")).splitlines()[0] if state == FAILED and record.get("error") else ""
         states.append(TargetState(name, state, task, error))
     if plan["kind"] == "training":   # interp.jobs.training.KIND: the run directories tell
         states = experiment_states(out.parent, states)
@@ -106,7 +106,7 @@ def runs_status(folder: Path) -> tuple[dict, list] | None:
     base = folder.parent if folder in runs else folder   # the folder may be one run directory itself
     names = [str(r.relative_to(base)) for r in runs]
     plan = {"kind": KIND, "targets": names, "tasks": 1, "executor": "no plan: read from the run directories"}
-    return plan, with_run_progress(base, [TargetState(n, "pending", 0) for n in names])
+    return plan, with_run_progress(base, [TargetState(n, PENDING, 0) for n in names])
 
 
 def format_status(out: str | Path, plan: dict, states: list[TargetState]) -> str:

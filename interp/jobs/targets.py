@@ -35,10 +35,9 @@ PATH expansion (expand_paths), applied to each PATH in order:
   whose target lies outside the PATH given is not followed (a note on stderr says so) unless
   follow_symlinks=True (`--follow-symlinks`). A PATH given as a symlink is its target's tree.
 
-What defines a model besides its weights (Target.definition_files, hashed by interp.jobs.keys): a checkpoint's
-config.json (widths, tokenizer name and hash, run, step) and the tokenizer file or folder its train.tokenizer
-names; every other top-level file of an HF directory (config, tokenizer files, generation config, custom code;
-not tables or READMEs: NOT_DEFINING); nothing for a GGUF file (self-contained).
+A target holds the model's source (interp.hf.sources: one class per kind), which says what defines it besides its
+weights (definition_files, hashed by interp.jobs.keys): a checkpoint's config.json and tokenizer, an HF
+directory's other top-level files, nothing for a GGUF file (self-contained).
 """
 
 from __future__ import annotations
@@ -49,94 +48,71 @@ import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from interp._util.dist import env_rank
 from interp._util.errors import InputError
-from interp._util.io import file_sha256, read_json
+from interp._util.io import file_sha256
 from interp._util.paths import CONFIG_FILE, WEIGHTS_FILE, cache_dir
 from interp.hf.registry import REGISTRY
-from interp.hf.resolve import GGUF_SUFFIX, KINDS as MODEL_KINDS, resolve_model
+from interp.hf.resolve import GGUF_SUFFIX, resolve_model
+from interp.hf.sources.base import HF_WEIGHT_PATTERNS, ModelSource, hf_weight_files, read_config
+from interp.hf.sources.checkpoint import CheckpointSource
+from interp.hf.sources.gguf import GgufSource
+from interp.hf.sources.hf_dir import HfDirSource
+from interp.hf.sources.hub import HubSource
 from interp.jobs.parts import PARTS_SUFFIX
 
-__all__ = ["Target", "expand_paths", "select_checkpoints", "parse_checkpoints", "hub_targets", "CHECKPOINTS_HELP",
-           "PATH_KINDS", "GGUF_SUFFIX", "STEP_DIR", "HF_WEIGHT_PATTERNS"]
+__all__ = [
+    "CHECKPOINTS_HELP",
+    "GGUF_SUFFIX",
+    "HF_WEIGHT_PATTERNS",
+    "STEP_DIR",
+    "Target",
+    "expand_paths",
+    "hub_targets",
+    "parse_checkpoints",
+    "select_checkpoints",
+]
 
-# what a path on disk can be: interp.hf.resolve's kinds less a registry name and a hub id (a hub target's is "hub")
-PATH_KINDS = tuple(kind for kind in MODEL_KINDS if kind not in ("registry", "hub"))
 STEP_DIR = re.compile(r"step_(\d+)")
-HF_WEIGHT_PATTERNS = ("*.safetensors", "*.bin")
-NOT_DEFINING = (".parquet", ".csv", ".md")  # files in an HF dir that define no model (tables written beside it)
 CHECKPOINTS_HELP = ("which checkpoints of each run: all, final (each run's last model), step numbers (100,200) "
                     "or both (final,100); pretrained models and HF dirs are always kept")
 
 
 @dataclass(frozen=True)
 class Target:
-    """One model to analyse: where it is, what kind, and the run/step it belongs to."""
+    """One model to analyse: where it is (its name in the plan), its source, and the run/step it belongs to."""
 
-    path: Path
-    kind: str            # one of PATH_KINDS, or "hub"
-    run: str = ""        # run directory name (ours), "" for pretrained models
-    step: float = math.nan   # config.json `step` of a step checkpoint, NaN otherwise
-    label: str = ""      # config.json `label` of our checkpoints ("uniform", "cosine 1.5->0.5")
-    revision: str = ""   # kind "hub": the revision name, and the commit it resolved to when expanded
-    commit: str = ""
-    tokens: float = math.nan   # kind "hub": the training tokens the revision's name carries, NaN otherwise
+    path: Path           # the file or folder; a hub target's MODEL@REV
+    source: ModelSource  # what it is (interp.hf.sources): its kind, files, key, columns and loading
+    run: str = ""        # run directory name (ours), a hub target's repo id, "" for other pretrained models
+    step: float = math.nan   # config.json `step` of a step checkpoint (a hub revision: its name's), NaN otherwise
+    label: str = ""      # config.json `label` of our checkpoints ("uniform", "cosine 1.5->0.5"), else the source's
+    tokens: float = math.nan   # a hub revision's training tokens its name carries, NaN otherwise
+    name: str = ""       # how a table's `model` column names it where not by run, label or file (eval: as given)
+
+    @property
+    def kind(self) -> str:
+        return self.source.kind
 
     @property
     def hub_id(self) -> str:
-        return self.run if self.kind == "hub" else ""
+        return self.source.hub_id
+
+    @property
+    def revision(self) -> str:
+        return self.source.revision or ""
+
+    @property
+    def commit(self) -> str:
+        return self.source.commit
 
     def weights_files(self) -> list[Path]:
-        if self.kind == "gguf":
-            return [self.path]
-        if self.kind == "checkpoint":
-            return [self.path / WEIGHTS_FILE]
-        files = _hf_weight_files(self.path)
-        if not files:
-            raise FileNotFoundError(f"{self.path}: no weight files ({', '.join(HF_WEIGHT_PATTERNS)}) in this "
-                                    "HF model directory")
-        return files
+        return self.source.weights_files()
 
     def definition_files(self) -> list[tuple[str, Path]]:
         """(name in the hash, file) of everything besides the weights that defines the model (module doc)."""
-        if self.kind == "gguf":
-            return []
-        if self.kind == "checkpoint":
-            return [(CONFIG_FILE, self.path / CONFIG_FILE), *_tokenizer_files(self.path / CONFIG_FILE)]
-        weights = set(self.weights_files())
-        return [(f.name, f) for f in _plain_files(self.path) if f not in weights and f.suffix not in NOT_DEFINING]
-
-
-def _plain_files(folder: Path) -> list[Path]:
-    return sorted(f for f in folder.iterdir() if f.is_file() and not f.name.startswith("."))
-
-
-def _hf_weight_files(folder: Path) -> list[Path]:
-    return sorted({f for pattern in HF_WEIGHT_PATTERNS for f in folder.glob(pattern)})
-
-
-def _tokenizer_files(config_path: Path) -> list[tuple[str, Path]]:
-    """The tokenizer file, or the files of the tokenizer folder, that a checkpoint's train.tokenizer names."""
-    config = _read_json(config_path)
-    train = config.get("train") if isinstance(config, dict) else None
-    name = train.get("tokenizer") if isinstance(train, dict) else None
-    from interp.data.tokenizers import BUILTIN_TOKENIZERS
-
-    if not isinstance(name, str) or name in BUILTIN_TOKENIZERS:
-        return []  # a built-in tokenizer is defined by the config's own fields (and data.tokenizer_hash)
-    path = Path(name).expanduser()
-    files = [path] if path.is_file() else _plain_files(path) if path.is_dir() else []
-    return [(f"tokenizer/{f.name}", f) for f in files]
-
-
-def _read_json(path: Path) -> Any:
-    """The JSON at `path`, or None when it is missing or unreadable (reported later, when it is loaded)."""
-    try:
-        return read_json(path, missing_ok=True, torn_ok=True)
-    except (OSError, ValueError):  # a directory, no permission, bytes that are not UTF-8
-        return None
+        return self.source.definition_files()
 
 
 # --------------------------------------------------------------------------------------------------
@@ -173,35 +149,30 @@ def _step_dirs(run_dir: Path) -> list[Path]:
     return sorted(found, key=lambda p: int(STEP_DIR.fullmatch(p.name).group(1)))
 
 
-def _classify(path: Path) -> str | None:
-    """'run', 'checkpoint', 'hf_dir', 'gguf', or None (a plain folder or an unrelated file).
+def _pretrained_at(path: Path) -> ModelSource | None:
+    """A .gguf file or an HF directory at `path`, or None (a plain folder, an unrelated file; runs and our
+    checkpoints are found before this is asked).
 
     What a directory holds is decided by the one model resolver (interp.hf.resolve: by what config.json
     says, never by file names alone), except that a folder without config.json is searched, not taken
     for a model: a .gguf inside it is found as a file. A config.json that is unreadable, or neither ours nor
     Hugging Face's, beside HF weight files marks a broken model (reported as failed when probed)."""
     from interp.hf.resolve import ModelResolutionError, classify_dir
-    from interp.training.checkpoints import is_checkpoint_dir
 
     if path.is_file():
-        return "gguf" if path.suffix == GGUF_SUFFIX else None
-    if not path.is_dir():
-        return None
-    if _step_dirs(path):
-        return "run"
-    if is_checkpoint_dir(path):
-        return "checkpoint"  # ours, or ours with a corrupt config.json (reported as failed later)
-    if not (path / CONFIG_FILE).is_file():
+        return GgufSource(str(path), path) if path.suffix == GGUF_SUFFIX else None
+    if not path.is_dir() or not (path / CONFIG_FILE).is_file():
         return None
     try:
-        return "hf_dir" if classify_dir(path) == "hf_dir" else None
+        found = classify_dir(path)
     except ModelResolutionError:
-        return "hf_dir" if _hf_weight_files(path) else None  # no weights: a config.json of something else
+        found = HfDirSource if hf_weight_files(path) else None  # no weights: a config.json of something else
+    return HfDirSource(str(path), path) if found is HfDirSource else None
 
 
 def _checkpoint_target(path: Path, run: str | None = None, step: float | None = None) -> Target:
     """Run name, step and label of one of our checkpoint dirs (a corrupt config.json is reported later)."""
-    config = _read_json(path / CONFIG_FILE)
+    config = read_config(path, CONFIG_FILE)
     config = config if isinstance(config, dict) else {}
     match = STEP_DIR.fullmatch(path.name)
     is_step = match is not None and path.parent.name == "checkpoints"
@@ -211,7 +182,7 @@ def _checkpoint_target(path: Path, run: str | None = None, step: float | None = 
         value = config.get("step")
         step = float(value) if isinstance(value, int | float) else (float(match.group(1)) if is_step else math.nan)
     label = config.get("label") if isinstance(config.get("label"), str) else ""
-    return Target(path, "checkpoint", run, step, label)
+    return Target(path, CheckpointSource(str(path), path), run, step, label)
 
 
 def _run_targets(run_dir: Path, walk: _Walk) -> list[Target]:
@@ -230,13 +201,15 @@ def _run_targets(run_dir: Path, walk: _Walk) -> list[Target]:
 
 
 def _targets_at(path: Path, walk: _Walk) -> list[Target]:
-    kind = _classify(path)
-    if kind == "run":
+    from interp.training.checkpoints import is_checkpoint_dir
+
+    if path.is_dir() and _step_dirs(path):
         return _run_targets(path, walk)
-    if kind == "checkpoint":
-        return [_checkpoint_target(path)]
-    if kind in ("hf_dir", "gguf"):
-        return [Target(path, kind, label=path.stem if kind == "gguf" else path.name)]
+    if path.is_dir() and is_checkpoint_dir(path):
+        return [_checkpoint_target(path)]  # ours, or ours with a corrupt config.json (reported as failed later)
+    source = _pretrained_at(path)
+    if source is not None:
+        return [Target(path, source, label=source.label)]
     if not path.is_dir():
         return []
     found = []
@@ -292,7 +265,7 @@ def select_checkpoints(targets: list[Target], checkpoints: str | tuple[str | int
     steps = {p for p in picked if p != "final"}
     runs: dict[Path, list[Target]] = {}
     for t in targets:
-        if t.kind == "checkpoint":
+        if t.source.checkpoint:   # one of ours: grouped by its run
             runs.setdefault(_run_dir(t), []).append(t)
     keep: set[Path] = set()
     for run, members in runs.items():
@@ -304,12 +277,12 @@ def select_checkpoints(targets: list[Target], checkpoints: str | tuple[str | int
         if missing and have and env_rank() == 0:
             print(f"[batch] {run}: no checkpoint at step {', '.join(map(str, missing))} (it has "
                   f"{', '.join(map(str, sorted(have)))})", file=sys.stderr)
-    found = {int(t.step) for t in targets if t.kind == "checkpoint" and t.step == t.step}
+    found = {int(t.step) for t in targets if t.source.checkpoint and t.step == t.step}
     if runs and steps - found:   # (pretrained models alone: nothing to pick from, nothing wrong)
         raise ValueError(f"checkpoints={','.join(map(str, picked))}: no checkpoint at step "
                          f"{', '.join(map(str, sorted(steps - found)))} under the PATHs; steps found: "
                          f"{', '.join(map(str, sorted(found))) or 'none'}")
-    return [t for t in targets if t.kind != "checkpoint" or t.path in keep]
+    return [t for t in targets if not t.source.checkpoint or t.path in keep]
 
 
 def hub_targets(spec: str, revision: str | None = None, revisions: str | None = None,
@@ -321,7 +294,7 @@ def hub_targets(spec: str, revision: str | None = None, revisions: str | None = 
 
     pattern = hub.compile_revision_pattern(revision_pattern) if revision_pattern is not None else None
     ref = resolve_model(spec, revision=revision)
-    if ref.kind != "hub":
+    if not isinstance(ref, HubSource):
         raise ValueError(f"{spec}: not a hub model")
     if revisions and ref.revision:
         raise InputError(f"{spec} names one revision and --revisions {revisions!r} many; give one of the two",
@@ -331,8 +304,9 @@ def hub_targets(spec: str, revision: str | None = None, revisions: str | None = 
     found = []
     for name, commit in commits.items():
         step, tokens = hub.step_of(name, pattern)
-        found.append(Target(Path(f"{ref.hub_id}@{name}"), "hub", run=ref.hub_id, step=step, label=ref.hub_id,
-                            revision=name, commit=commit, tokens=tokens))
+        source = HubSource(ref.hub_id, None, hub_id=ref.hub_id, revision=name, commit=commit)
+        found.append(Target(Path(f"{ref.hub_id}@{name}"), source, run=ref.hub_id, step=step, label=ref.hub_id,
+                            tokens=tokens))
     return found
 
 
@@ -356,7 +330,7 @@ def expand_paths(paths: list[str | Path], follow_symlinks: bool = False, revisio
         if not path.exists() and str(raw) in REGISTRY:  # a registry name: its GGUF file (same numbers; tested)
             resolve_model(raw)  # ModuleNotFoundError with the pip command when its package is missing
             path = REGISTRY[str(raw)].locate()
-            found = [Target(path, "gguf", label=str(raw))]
+            found = [Target(path, GgufSource(str(path), path), label=str(raw))]
         elif not path.exists():
             try:
                 found = hub_targets(str(raw), revision, revisions, revision_pattern)

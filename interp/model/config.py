@@ -74,7 +74,7 @@ class ModelConfig:
                              "change d_model or n_heads")
         if len(self.d_mlp) != self.n_layers:
             raise ValueError(f"ModelConfig.d_mlp has {len(self.d_mlp)} widths but n_layers={self.n_layers}; "
-                             "give one MLP width per layer (e.g. interp.schedules.taper_widths)")
+                             "give one MLP width per layer (e.g. interp.widths.taper_widths)")
         for layer, width in enumerate(self.d_mlp):
             try:
                 ok = not isinstance(width, bool) and operator.index(width) >= 0

@@ -44,4 +44,4 @@ def next_token_loss(logits: Float[Tensor, "batch pos d_vocab"], tokens: Int[Tens
     return ce.view(batch, -1)[:, : tokens.shape[1] - 1] if reduction == "none" else ce
 
 
-__all__ = ["next_token_loss", "Reduction"]
+__all__ = ["Reduction", "next_token_loss"]

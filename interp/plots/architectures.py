@@ -15,8 +15,8 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from interp.plots.style import _require_columns, _styled, color_for
 from interp.plots.experiments import _error, annotate_ours_vs_paper
+from interp.plots.style import _require_columns, _styled, color_for
 
 ARCH_COLUMNS = ("mixer", "architecture", "variant", "label", "n_seeds", "params", "val_ppl_mean",
                 "val_ppl_ci_low", "val_ppl_ci_high", "rel_val_ppl_pct_mean", "rel_val_ppl_pct_ci_low",
@@ -151,4 +151,4 @@ def _hardware(runs: pd.DataFrame | None) -> str:
     return f" ({dtypes}; {parts})"
 
 
-__all__ = ["plot_architectures", "ARCH_COLUMNS"]
+__all__ = ["ARCH_COLUMNS", "plot_architectures"]

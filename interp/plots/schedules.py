@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import itertools
+
 import matplotlib
 
 matplotlib.use("Agg")  # headless and deterministic; must precede any backend use
 
-import pandas as pd  # noqa: E402
-from matplotlib.axes import Axes  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
-from matplotlib.lines import Line2D  # noqa: E402
-from matplotlib.ticker import MaxNLocator  # noqa: E402
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.ticker import MaxNLocator
 
 from interp.plots.style import SCHEDULE_COLUMNS, _require_columns, _styled, color_for
 
@@ -64,7 +66,7 @@ def plot_schedules(df: pd.DataFrame) -> Figure:
     for edge in edges[1:-1]:
         ax_prof.axvline(edge, color="black", lw=0.6, ls=":", alpha=0.5)
     if len(edges) == 4:
-        for (a, b), group in zip(zip(edges, edges[1:]), ("early", "middle", "late")):
+        for (a, b), group in zip(itertools.pairwise(edges), ("early", "middle", "late")):
             ax_prof.text((a + b) / 2, 1.01, group, transform=ax_prof.get_xaxis_transform(), ha="center",
                          va="bottom", fontsize=9, color="0.35")
     ax_prof.set_title("layer-group profiles", pad=16)

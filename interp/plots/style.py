@@ -17,10 +17,10 @@ import matplotlib
 
 matplotlib.use("Agg")  # headless and deterministic; must precede any backend use
 
-import pandas as pd  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
+import pandas as pd
+from matplotlib.figure import Figure
 
-from interp._util.io import atomic_write  # noqa: E402
+from interp._util.io import atomic_write
 
 DPI = 150
 # README-sized figures: readable at GitHub's ~900 px column width.

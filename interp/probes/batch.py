@@ -11,12 +11,16 @@ final model), HF model dirs, .gguf files, registry names, hub ids (at a revision
 for all of those; symlinks are visited once and not followed out of the PATH given unless follow_symlinks=True.
 
 Resuming: every checkpoint's rows are written atomically to OUT.parts/<key>.parquet (OUT = results/batch.parquet ->
-results/batch.parts/), key = <weights>-<settings hash>-<definition> (interp.jobs.keys: the weights' sha256, this
-module's settings(), the other files that define the model; a GGUF file's key has two parts; a hub revision's is
-<commit>-<settings>-hub, known without a download). A key whose part exists is skipped, so a killed batch resumes
-where it stopped, and identical models at two paths (a copied checkpoint) are analysed once: the table keeps the
-first path. Parts written before the key covered the definition (<weights>-<settings>) are recomputed once and the
-old part of the same path is removed (superseded); parts without today's PART_FORMAT columns are recomputed too.
+results/batch.parts/), key = the model's content key with this module's settings() hash (interp.jobs.keys
+.model_part_key, the key `interp eval` and `interp ablate` name their parts by: the weights' sha256 and the other
+files that define the model; a hub revision's commit, known without a download), and every row carries the model's
+identity (weights_sha256, model_key, model_spec), which the eval and ablation tables carry too. A key whose part
+exists is skipped, so a killed batch resumes where it stopped, and identical models at two paths (a copied
+checkpoint) are analysed once: the table keeps the first path. A part under the key batch parts had before
+(<weights>-<settings>-<definition>, a hub revision's <commit>-<settings>-hub) counts as done, and is replaced when
+recomputed; parts written before the key covered the definition (<weights>-<settings>) are recomputed once and
+the old part of the same path is removed (superseded); parts without today's PART_FORMAT columns are recomputed
+too.
 The settings hash covers everything that changes the numbers: every ProbeConfig field (the text by its content),
 not package versions (those are a column). OUT is always rebuilt from the parts (merge_parts).
 
@@ -37,21 +41,38 @@ import dataclasses
 import functools
 import math
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from interp._util.config import reject_unknown_keys
 from interp._util.dist import Distributed, check_env, env_rank, env_world_size
 from interp._util.errors import InputError, one_line
-from interp._util.io import claim_parts, text_sha256
 from interp._util.io import check_output as check_output_path
-from interp.hf.resolve import resolve_model
+from interp._util.io import text_sha256
 from interp.jobs.executors import ExecutorConfig, JobsResult, execute
-from interp.jobs.keys import HUB_KEY, definition_sha256, part_key, settings_hash, tokenizer_sha256, weights_sha256
-from interp.jobs.parts import (failed_part, lock_task, merge_table, part_files, parts_dir, read_part, sort_rows,
-                               write_part)
+from interp.jobs.keys import (
+    HUB_KEY,
+    definition_sha256,
+    identity,
+    model_part_key,
+    part_key,
+    settings_hash,
+    tokenizer_sha256,
+    weights_sha256,
+)
+from interp.jobs.parts import (
+    claim_parts,
+    failed_part,
+    lock_task,
+    merge_table,
+    part_files,
+    parts_dir,
+    read_part,
+    sort_rows,
+    write_part,
+)
 from interp.jobs.runner import Outcome
 from interp.jobs.targets import Target, expand_paths, parse_checkpoints, select_checkpoints
 from interp.probes.config import DEFAULT_CAUSAL_TOKENS, ProbeConfig
@@ -63,11 +84,11 @@ from interp.probes.outputs import check_output
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["BatchConfig", "BatchResult", "BatchRunner", "run_batch", "merge_parts", "merge_only", "BATCH_COLUMNS"]
+__all__ = ["BATCH_COLUMNS", "BatchConfig", "BatchResult", "BatchRunner", "merge_only", "merge_parts", "run_batch"]
 
 # Columns the batch puts in front of the probe table's own (interp.probes.TABLE_COLUMNS).
-BATCH_COLUMNS = ("path", "kind", "run", "label", "step", "status", "error", "key", "weights_sha256",
-                 "settings_hash")
+BATCH_COLUMNS = ("path", "kind", "run", "label", "step", "status", "error", "key", "weights_sha256", "model_key",
+                 "model_spec", "settings_hash")
 SORT_COLUMNS = ("run", "step", "path", "metric", "layer")
 
 
@@ -196,12 +217,8 @@ class BatchConfig:
 def target_context(target: Target) -> int | None:
     """A target's context from its config alone (no weights read); None where only a load can tell (a .gguf, a
     hub revision not yet downloaded)."""
-    if target.kind not in ("checkpoint", "hf_dir"):
-        return None
-    from interp.hf.resolve import resolve_model
-
     try:
-        return resolve_model(str(target.path)).context_length()
+        return target.source.context_length()
     except (OSError, ValueError):   # an unreadable target fails in its own row later, as before
         return None
 
@@ -236,6 +253,14 @@ def fit_seq_len(probe: ProbeConfig, targets: list[Target]) -> ProbeConfig:
 
 def _failed_part(parts: Path, path: Path) -> Path:
     return failed_part(parts, str(path.resolve()))
+
+
+def _model_key(target: Target) -> str:
+    """The target's content key ("" for a failure row of a model whose files cannot be read)."""
+    try:
+        return target.source.content_key()
+    except (OSError, ValueError):
+        return ""
 
 
 def _current(part: Path) -> bool:
@@ -407,28 +432,31 @@ class BatchRunner:
     def do(self, target: Target) -> Outcome:
         weights, key, settings = "", "", self.settings
         try:
-            if target.kind == "hub":   # keyed by its commit: known before anything is downloaded
+            pinned = target.source.pinned_key()
+            if pinned:   # a hub revision, keyed by its commit: known before anything is downloaded
                 definition = ""
-                key = part_key(target.commit, settings, HUB_KEY)
+                old = part_key(pinned, settings, HUB_KEY)
             else:
                 weights = weights_sha256(target)
                 definition = definition_sha256(target)
-                key = part_key(weights, settings, definition)
-            part = self.parts / f"{key}.parquet"
+                old = part_key(weights, settings, definition)
+            key = model_part_key(target.source.content_key(), settings)
+            part, old_part = self.parts / f"{key}.parquet", self.parts / f"{old}.parquet"
             stats: dict[str, float] = {}
-            if part.is_file() and _current(part):
+            if any(p.is_file() and _current(p) for p in (part, old_part)):   # (old_part: its name before: done)
                 state = "skipped"
             else:
                 rows = self._analyse(target, key, weights, settings)
                 timing = rows.attrs.pop("timing", {})  # run-to-run noise: kept out of the part
                 write_part(rows, part)
+                old_part.unlink(missing_ok=True)   # an older part of this model, recomputed under its key
                 state = "done"
                 stats = {"positions": timing.get("positions", 0), "probe_s": timing.get("probe_s", 0.0)}
             if definition:
                 self._drop_superseded(self.parts / f"{part_key(weights, settings, '')}.parquet", target)
             _failed_part(self.parts, target.path).unlink(missing_ok=True)
             return Outcome(state, stats=stats)
-        except Exception as err:  # one broken checkpoint must not stop the batch
+        except Exception as err:  # noqa: BLE001 - one broken checkpoint must not stop the batch
             message = f"{type(err).__name__}: {one_line(err)}"
             write_part(self._rows(target, key, weights, settings, "failed", message),
                        _failed_part(self.parts, target.path))
@@ -441,9 +469,10 @@ class BatchRunner:
 
         columns = {"path": str(target.path), "kind": target.kind, "run": target.run, "label": target.label,
                    "step": target.step, "status": status, "error": error, "key": key,
-                   "weights_sha256": weights, "settings_hash": settings}
-        if target.kind == "hub":   # the revision, the commit it resolved to, and the tokens its name carries
-            columns.update(revision=target.revision, commit=target.commit, tokens=target.tokens)
+                   **identity(weights, _model_key(target), str(target.path)), "settings_hash": settings}
+        load_columns = target.source.table_columns()
+        if load_columns:   # a hub revision: the revision, the commit it resolved to, and the tokens its name carries
+            columns.update(load_columns, tokens=target.tokens)
         df = probe_df.copy() if probe_df is not None else pd.DataFrame(index=[0])
         for name, value in columns.items():
             df[name] = value
@@ -455,16 +484,15 @@ class BatchRunner:
         options: dict[str, Any] = {"tokenizer": self._tok} if self._tok is not None else {}
         if self.extra_rows is not None:
             options["extra_rows"] = self.extra_rows
-        if self.cfg.trust_remote_code:
-            options["trust_remote_code"] = True
-        if target.kind == "hub":   # fetched at the commit the plan resolved (the branch may have moved since)
-            ref = dataclasses.replace(resolve_model(target.hub_id, trust_remote_code=self.cfg.trust_remote_code,
-                                                    revision=target.revision), commit=target.commit)
-            options.pop("trust_remote_code", None)
-            df = probe_run.probe(ref, config=self.cfg.probe, **options)
+        if target.source.pinned_key():   # fetched at the commit the plan resolved (the branch may have moved since)
+            model: Any = dataclasses.replace(target.source, trust_remote_code=self.cfg.trust_remote_code)
+        else:   # a path: resolved afresh, as the user's `interp probe PATH` would
+            model = str(target.path)
+            if self.cfg.trust_remote_code:
+                options["trust_remote_code"] = True
+        df = probe_run.probe(model, config=self.cfg.probe, **options)
+        if not weights:   # a hub revision's: known once fetched
             weights = str(df["weights_sha256"].iloc[0])
-        else:
-            df = probe_run.probe(str(target.path), config=self.cfg.probe, **options)
         timing = df.attrs.get("timing", {})
         rows = self._rows(target, key, weights, settings, probe_df=df)
         rows.attrs["timing"] = timing

@@ -19,8 +19,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from interp._util.config import option, reject_unknown_keys
-from interp._util.devices import (check_device_name, device_map_option, device_option, model_dtype_option,
-                                  parse_device_map)
+from interp._util.devices import (
+    check_device_name,
+    device_map_option,
+    device_option,
+    model_dtype_option,
+    parse_device_map,
+)
 from interp._util.dtypes import MODEL_DTYPES
 from interp.data.text import TEXT_HELP
 from interp.probes.names import (
@@ -32,8 +37,6 @@ from interp.probes.names import (
     POSITIONS,
     REFERENCES,
 )
-
-
 
 
 class OptionParseError(ValueError, argparse.ArgumentTypeError):
@@ -207,7 +210,7 @@ def check_dims(dims: Sequence[int]) -> tuple[int, ...]:
         raise ValueError(f"exclude dims={dims!r}: expected a list of d_model indices, e.g. [138, 406]")
     if any(d < 0 for d in dims):
         raise ValueError(f"exclude dims={list(dims)}: indices must be >= 0")
-    return tuple(sorted(set(int(d) for d in dims)))
+    return tuple(sorted({int(d) for d in dims}))
 
 
 def exclusion_request(spec: int | Sequence[int] | None) -> tuple[int, tuple[int, ...]]:

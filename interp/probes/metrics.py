@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from jaxtyping import Float
@@ -65,7 +65,7 @@ class LayerOperands:
     """
 
     # derived operand -> (a, b, sign): a + sign * b
-    DERIVED = {"block_out": ("resid_post", "resid_pre", -1), "attn_out": ("resid_mid", "resid_pre", -1),
+    DERIVED: ClassVar[dict[str, tuple[str, str, int]]] = {"block_out": ("resid_post", "resid_pre", -1), "attn_out": ("resid_mid", "resid_pre", -1),
                "resid_mid": ("resid_pre", "attn_out", 1)}
 
     def __init__(self, eps: float, derive_attn_out: bool, lens: Any = None, derive_resid_mid: bool = False):

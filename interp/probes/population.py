@@ -43,13 +43,13 @@ FORMULAS = {
 _RELATIVE_EIG_FLOOR = 2.220446049250313e-16  # float64 machine epsilon
 
 
-def _spectrum(cov: Float[Tensor, "d d"]) -> Float[Tensor, "d"]:
+def _spectrum(cov: Float[Tensor, "d d"]) -> Float[Tensor, " d"]:
     """Eigenvalues of a symmetric covariance, those below float64 resolution set to 0."""
     lam = torch.linalg.eigvalsh((cov + cov.T) / 2).clamp_min(0)
     return torch.where(lam > lam.max() * cov.shape[0] * _RELATIVE_EIG_FLOOR, lam, torch.zeros_like(lam))
 
 
-def effective_rank(lam: Float[Tensor, "d"]) -> float:
+def effective_rank(lam: Float[Tensor, " d"]) -> float:
     """exp of the entropy of sqrt(lam) / sum sqrt(lam) (singular values from covariance eigenvalues)."""
     s = lam.sqrt()
     if not bool(s.sum() > 0):
@@ -58,7 +58,7 @@ def effective_rank(lam: Float[Tensor, "d"]) -> float:
     return math.exp(-(p * p.log()).sum().item())
 
 
-def participation_ratio(lam: Float[Tensor, "d"]) -> float:
+def participation_ratio(lam: Float[Tensor, " d"]) -> float:
     denominator = (lam ** 2).sum()
     return ((lam.sum() ** 2) / denominator).item() if bool(denominator > 0) else math.nan
 

@@ -125,7 +125,7 @@ def _logits(root: nn.Module, ids: Tensor) -> Tensor:
     return out.logits if hasattr(out, "logits") else _first(out)
 
 
-def plain_sequence_losses(root: nn.Module, ids: Int[Tensor, "n_seq pos"]) -> Float[Tensor, "n_seq"]:
+def plain_sequence_losses(root: nn.Module, ids: Int[Tensor, "n_seq pos"]) -> Float[Tensor, " n_seq"]:
     """Per sequence, the mean next-token cross-entropy (nats) over its pos - 1 predictions, in the model's own dtype
     (a plain forward, no cache: what the layer-dropped reference compares)."""
     logits = _logits(root, ids)

@@ -17,19 +17,25 @@ from typing import TYPE_CHECKING, Any
 
 from torch import Tensor
 
-from interp.probes.accumulator import NoveltyAccumulator
-from interp.probes.backends.choice import make_plan
-from interp.probes.config import (DEFAULT_SEQ_LEN, ProbeConfig, exclusion_request, sequence_plan, too_little_text,
-                                  with_reference)
-from interp.jobs.keys import ref_weights_sha256
-from interp.probes.massive import _residual_abs_mean
-from interp.probes.metrics import COMPUTE_DTYPES
 from interp._util.devices import model_device, model_dtype, resolve_device
 from interp._util.errors import InputError
 from interp._util.progress import progress as progress_reporter
 from interp._util.provenance import hardware_label
-from interp.probes.model_kinds import _model_label, _vocab_size, absent_mlp_layers
+from interp.jobs.keys import ref_weights_sha256
+from interp.probes.accumulator import NoveltyAccumulator
+from interp.probes.backends.choice import make_plan
+from interp.probes.config import (
+    DEFAULT_SEQ_LEN,
+    ProbeConfig,
+    exclusion_request,
+    sequence_plan,
+    too_little_text,
+    with_reference,
+)
 from interp.probes.lens import LogitLens
+from interp.probes.massive import _residual_abs_mean
+from interp.probes.metrics import COMPUTE_DTYPES
+from interp.probes.model_kinds import _model_label, _vocab_size, absent_mlp_layers
 from interp.probes.names import DEFAULT_EPS, JACKKNIFE_GROUPS, LENS_METRICS, METRIC_NAMES, POSITIONS
 from interp.probes.table import mask_absent_mlps, to_frame
 from interp.probes.text import _bos_id, encode_text, load_text, text_sha256, token_batches
@@ -43,14 +49,14 @@ if TYPE_CHECKING:
 ExtraRows = Callable[..., "pd.DataFrame"]
 
 
-def accumulate(model: Any, batches: Iterable[Tensor | dict], backend: str = "torch",
-               metrics: Sequence[str] = METRIC_NAMES, positions: str = "skip_first", dtype: str = "float32",
-               eps: float = DEFAULT_EPS, reference: str = "raw",
-               exclude_massive_dims: int | Sequence[int] | None = None,
-               jackknife_groups: int = JACKKNIFE_GROUPS, progress: Any = None) -> NoveltyAccumulator:
+def accumulate(model: Any, batches: Iterable[Tensor | dict], config: ProbeConfig | None = None, *,
+               jackknife_groups: int = JACKKNIFE_GROUPS, progress: Any = None, **options: Any) -> NoveltyAccumulator:
     """Stream `batches` ([batch, pos] token tensors, or dicts with input_ids and attention_mask) through
     `model` and return the filled accumulator (merge it with others for sharded analyses).
 
+    config: the ProbeConfig whose measuring fields it reads (backend, metrics, positions, dtype, eps, reference,
+        exclude_massive_dims; the text, token and loading fields are the callers'); `options`, by ProbeConfig's
+        field names, replace those of `config` (or of the defaults): accumulate(model, toks, backend="hookpoints").
     `acc.meta` records the backend and where each site came from. The model is run under no_grad;
     padding (attention_mask == 0) is masked out of the statistics.
     reference: "raw" (default) or "normed", which adds rho_mlp_normed (cosine with the MLP's normalised input).
@@ -58,10 +64,13 @@ def accumulate(model: Any, batches: Iterable[Tensor | dict], backend: str = "tor
         operand (measured on a first pass over the same batches, so it costs a second forward); or a list
         of dimensions. acc.meta then holds excluded_dims (and the measured dims' mean |resid_pre|).
     jackknife_groups: groups of whole sequences behind the population metrics' CI (mlp_erank,
-        mlp_participation, cka_resid; interp.probes.population); their memory grows with it.
+        mlp_participation, cka_resid; interp.probes.population); their memory grows with it (no ProbeConfig field).
     progress: an interp._util.progress reporter, told after each batch of the probing pass (batches done,
         positions/s); None: silent.
     """
+    cfg = ProbeConfig.build(config, **options)
+    backend, metrics, positions, dtype, eps = cfg.backend, cfg.metrics, cfg.positions, cfg.dtype, cfg.eps
+    reference, exclude_massive_dims = cfg.reference, cfg.exclude_massive_dims
     if dtype not in COMPUTE_DTYPES:
         raise ValueError(f"dtype={dtype!r}: choose one of {tuple(COMPUTE_DTYPES)}")
     if positions not in POSITIONS:
@@ -118,8 +127,8 @@ def probe_model(model: Any, batches: Iterable[Tensor | dict], backend: str = "to
     """Lower-level entry for notebooks and batch analysis: an already-loaded model and token batches in,
     the tidy table out (`columns` are added to every row, e.g. model="...", checkpoint="...").
     reference / exclude_massive_dims / jackknife_groups: see accumulate()."""
-    acc = accumulate(model, batches, backend, metrics, positions, dtype, eps, reference, exclude_massive_dims,
-                     jackknife_groups)
+    acc = accumulate(model, batches, backend=backend, metrics=metrics, positions=positions, dtype=dtype, eps=eps,
+                     reference=reference, exclude_massive_dims=exclude_massive_dims, jackknife_groups=jackknife_groups)
     return to_frame(acc, **{"model": _model_label(model), **columns})
 
 
@@ -222,7 +231,7 @@ def probe(model: Any = "smollm2-135m", text: str | Path | None = None, *, config
         tok = tokenizer if tokenizer is not None else ref.load_tokenizer()
         ids = check_ids(tok)
         model_obj = ref.load_placed(device, cfg.model_dtype, cfg.device_map)
-        label = ref.label if ref.kind in ("checkpoint", "hub") else ref.spec
+        label = ref.model_column
         context = hf.context_length(model_obj)   # a .gguf or registry model tells its context only once loaded
         if not seq_len_given and context and cfg.seq_len > context:
             cfg = dataclasses.replace(cfg, seq_len=None).for_context(context)
@@ -253,14 +262,13 @@ def probe(model: Any = "smollm2-135m", text: str | Path | None = None, *, config
     start = time.perf_counter()
     phase = " (phase 1 of 2; the causal rows next)" if extra_rows is not None else ""
     report = progress_reporter(len(batches), f"probe {label}{phase}", "batches", enabled=progress)
-    acc = accumulate(model_obj, batches, cfg.backend, cfg.metrics, cfg.positions, cfg.dtype, cfg.eps, cfg.reference,
-                     cfg.exclude_massive_dims, progress=report)
+    acc = accumulate(model_obj, batches, cfg, progress=report)
     report.close()
     probe_s = time.perf_counter() - start
     # the weights' sha256 (a model given by name or path), once everything has been checked and measured: a bad
     # input writes nothing, not even the hash cache
     weights = ref_weights_sha256(ref) if ref is not None else ""
-    load_columns = {"revision": ref.revision, "commit": ref.commit} if ref is not None and ref.kind == "hub" else {}
+    load_columns = dict(ref.table_columns()) if ref is not None else {}   # a hub model's revision and commit
     if cfg.model_dtype != "float32" or cfg.device_map is not None:   # how it was loaded, where not the default
         loaded_as = str(model_dtype(model_obj)).removeprefix("torch.")   # "auto": what it resolved to
         load_columns.update(model_dtype=loaded_as + (" (auto)" if cfg.model_dtype == "auto" else ""),

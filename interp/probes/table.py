@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any
 from interp._util.io import atomic_write
 from interp.probes.accumulator import QUANTILE_COLUMNS, NoveltyAccumulator
 from interp.probes.metrics import METRICS
-from interp.probes.population import OPERANDS as POPULATION_OPERANDS
 from interp.probes.outputs import check_output
+from interp.probes.population import OPERANDS as POPULATION_OPERANDS
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -1,5 +1,6 @@
 """Training: config and presets (torch-free), the step, the trainer (single process / torchrun DDP or FSDP2),
-checkpoints (sharded ones through torch.distributed.checkpoint), multi-run experiments.
+checkpoints (sharded ones through torch.distributed.checkpoint), multi-run experiments (what their runs are, and
+their tables; running them is interp.jobs': interp.jobs.train_experiment / run_experiment).
 
 Names are exported lazily (interp._util.lazy): importing the package imports no submodule."""
 
@@ -52,13 +53,7 @@ _EXPORTS = {
     'VARIANT_SETS': 'experiments',
     'Experiment': 'experiments',
     'check_equal_params': 'experiments',
-    'describe': 'experiments',
-    'RunStatus': 'experiments',
-    'Report': 'experiments',
-    'is_done': 'results',
-    'run_experiment': 'experiments',
-    'train_run': 'experiments',
-    'DataCache': 'experiments',
+        'is_done': 'results',
     'RUN_COLUMNS': 'results',
     'find_run_dirs': 'results',
     'read_run': 'results',

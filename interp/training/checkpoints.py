@@ -28,10 +28,11 @@ from safetensors.torch import load_model, save_model
 
 from interp._util.errors import InputError, one_line
 from interp._util.io import PathLike, atomic_write, read_json, safetensors_header, write_json_atomic  # noqa: F401 (re-exported)
-from interp._util.schema import Field, Schema, inside, list_of, non_negative, positive
 from interp._util.paths import CONFIG_FILE, TRAIN_STATE_FILE, WEIGHTS_FILE
+from interp._util.schema import Field, Schema, inside, list_of, non_negative, positive
 from interp.model import ModelConfig, TaperedLM
 from interp.model.weights import check_layer_count
+
 
 class CheckpointError(InputError):
     """A checkpoint directory that cannot be loaded; the message names the file, the field and the fix."""

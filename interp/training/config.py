@@ -18,8 +18,8 @@ from typing import Any
 from interp._util.config import flag_name, option, reject_unknown_keys
 from interp._util.dtypes import AUTO, TORCH_NAMES, dtype_names
 from interp.model.arch import ARCHS, DEFAULT_ARCH
-from interp.schedules import WidthSpec
 from interp.training.presets import PRESETS
+from interp.widths import WidthSpec
 
 # The precisions a run (and the training benchmarks) can compute in, -> torch dtype names. "auto" picks
 # bf16 where the hardware has native bf16 units (interp.training.step.bf16_is_native), else fp32.
@@ -35,7 +35,7 @@ LR_SCHEDULES = ("cosine", "wsd")
 # adds its own flags to them (--preset and --set to model, the WidthSpec flags to width, --out's field is output's).
 SECTIONS = {
     "model": "what is trained: a preset, and the model's shape",
-    "width": "the MLP width over depth (interp.schedules.WidthSpec)",
+    "width": "the MLP width over depth (interp.widths.WidthSpec)",
     "data": "the corpus and the tokenizer",
     "optimisation": "how long and how hard: steps, batch, AdamW, precision, seed",
     "schedule": "the learning rate over the steps (warm-up, cosine or warmup-stable-decay, cooldown branches)",
@@ -70,7 +70,7 @@ class TrainConfig:
     """Everything that defines a training run. Defaults = the `tiny` preset's shape.
 
     Every field is a flag of `interp train` (interp._util.config.add_arguments) unless marked cli=False;
-    `width` is set by the --schedule/--start/--end/--profile/--multiple group (interp.schedules.WidthSpec)."""
+    `width` is set by the --schedule/--start/--end/--profile/--multiple group (interp.widths.WidthSpec)."""
 
     # model shape (d_ff is the baseline mean SwiGLU width; `width` distributes it over depth)
     d_model: int = option(256, "residual stream width", section="model")

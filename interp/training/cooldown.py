@@ -56,6 +56,18 @@ def branch_result(run_dir: str | Path, length: int) -> dict | None:
     return read_json(path) if path.is_file() else None
 
 
+def branch_done(trainer: Trainer, length: int) -> bool:
+    """Whether the cooldown branch to `length` has its result already, agreed by every rank: each reads the file
+    rank 0 wrote, and ranks that disagree (a run directory not on one shared filesystem) would part ways and hang
+    in the next collective, so that is an error on all of them instead."""
+    seen = trainer.all_sum([float(branch_result(trainer.out, length) is not None)])[0]
+    if 0 < seen < trainer.dist.world_size:
+        raise RuntimeError(f"{trainer.out}: {int(seen)} of {trainer.dist.world_size} ranks see the result of the "
+                           f"cooldown branch to {length} steps: every rank must read the same run directory; "
+                           "put --out on a filesystem all nodes share")
+    return seen > 0
+
+
 def collect(run_dir: str | Path, cfg: TrainConfig) -> list[dict[str, Any]]:
     """The finished branches of a run, shortest first (what result.json's "cooldowns" lists)."""
     return [r for r in (branch_result(run_dir, n) for n in sorted(cfg.cooldowns)) if r is not None]
@@ -86,16 +98,16 @@ def run_branch(trainer: Trainer, length: int, step: int, tokens: int, flag: Stop
     start = step
     try:
         while step < length:
-            if trainer._all_sum([float(flag.signal is not None)])[0] > 0:
+            if trainer.all_sum([float(flag.signal is not None)])[0] > 0:
                 return None
             batch = trainer.data.sample_batch("train", cfg.batch_size, cfg.n_ctx, trainer.generator)
             loss, _ = trainer.train_step(batch, step, lr=lr_at(step, cfg, steps=length))
             step, tokens = step + 1, tokens + tokens_per_step
         metrics = trainer.evaluate()
-        train_loss = trainer._all_sum([loss.item()])[0] / trainer.dist.world_size
+        train_loss = trainer.all_sum([loss.item()])[0] / trainer.dist.world_size
         result = {"status": "done", "step": length, "tokens": tokens, "branched_at": start,
                   "cooldown_steps": length - start, "train_loss": train_loss, **metrics}
-        weights = trainer._weights()
+        weights = trainer.full_weights()
         if trainer.dist.primary:
             out = branch_dir(trainer.out, length)
             config = {**trainer.run_config, "step": length, "tokens": tokens,

@@ -22,8 +22,8 @@ import pandas as pd
 
 from interp._util.errors import InputError
 from interp._util.io import atomic_write, read_json
-from interp._util.io import lock_holder as held_by
-from interp._util.paths import CONFIG_FILE, RESULT_FILE, RUN_LOCK_FILE, TRAIN_STATE_FILE
+from interp._util.paths import CONFIG_FILE, RESULT_FILE
+from interp._util.states import DONE, FAILED
 from interp.training.config import TrainConfig, config_diff
 
 if TYPE_CHECKING:
@@ -32,10 +32,8 @@ if TYPE_CHECKING:
 ERROR_FILE = "error.txt"
 BASELINE = "uniform"
 SEED_DIR = re.compile(r"seed(\d+)")
-# Statuses of one run in a Report; collect() uses the first four plus "incomplete".
-DONE, SKIPPED, FAILED, INTERRUPTED, NOT_RUN = "done", "skipped", "failed", "interrupted", "not run"
-RUNNING_ELSEWHERE = "running elsewhere"   # another live process holds the run's lock: reported, never written to
-RUN_LOCK = RUN_LOCK_FILE   # the Trainer's lock (interp.training.trainer.LOCK_FILE): one name, in interp._util.paths
+# A run's status in collect()'s rows: done, failed, or its result.json's own (interrupted), else "incomplete"
+# (training now, or killed); experiment_runs adds "stale". The states' words are interp._util.states'.
 # result.json fields the tables compute with
 RESULT_NUMBERS = ("step", "tokens", "params", "val_loss", "val_ppl", "train_loss", "elapsed_s", "tokens_per_s")
 
@@ -68,37 +66,6 @@ def is_done(run_dir: Path, cfg: TrainConfig) -> bool:
     result, config = _read(run_dir / RESULT_FILE), _read(run_dir / CONFIG_FILE)
     return bool(result and config and result.get("status") == DONE
                 and not config_diff(_object(config, "train", run_dir), cfg))
-
-
-def lock_holder(run_dir: Path) -> str | None:
-    """The pid (as its lock file says) of a live process training in `run_dir` (it holds RUN_LOCK), else None.
-    Takes no lock, creates and writes nothing: a runner asks this before it trains a run, or writes error.txt,
-    so it never writes into a folder some other process (an orphan of a killed runner, a second command) is
-    training in. The OS drops a lock when its holder dies, so a killed run's folder has no holder."""
-    try:
-        return held_by(Path(run_dir) / RUN_LOCK)   # the one reader of a lock's holder (interp._util.io)
-    except OSError:   # a lock file that vanished or cannot be read: nobody trains there that we can tell
-        return None
-
-
-def run_state(run_dir: Path) -> str:
-    """What an unfinished run's directory holds, in the words the runner reports it with: "" (nothing yet),
-    "running elsewhere: pid N holds <run>/.lock", "interrupted at step N by SIGTERM; resumable", "abandoned: ...;
-    resumable" (a saved state that no live process holds: its runner was killed), "failed before: ..." (error.txt)."""
-    run_dir = Path(run_dir)
-    holder = lock_holder(run_dir)
-    if holder is not None:
-        return f"{RUNNING_ELSEWHERE}: pid {holder} holds {run_dir / RUN_LOCK}"
-    result = _read(run_dir / RESULT_FILE) or {}
-    if (run_dir / ERROR_FILE).is_file():
-        lines = [ln for ln in (run_dir / ERROR_FILE).read_text(errors="replace").splitlines() if ln.strip()]
-        return f"failed before: {lines[-1] if lines else 'see error.txt'}; retrying"
-    if result.get("status") == INTERRUPTED:
-        return f"{INTERRUPTED} at step {result.get('step')} by {result.get('reason')}; resumable, resuming"
-    if (run_dir / TRAIN_STATE_FILE).is_file():
-        return (f"abandoned: {TRAIN_STATE_FILE} but no finished {RESULT_FILE} and no live process holding it, so its "
-                "runner was killed; resumable, resuming")
-    return ""
 
 
 # ------------------------------------------------------------------------------------------- collect
@@ -307,5 +274,18 @@ def summarize(runs: pd.DataFrame, baseline: str = BASELINE, order: Sequence[str]
     return pd.DataFrame(rows, columns=columns)
 
 
-__all__ = ["RUN_COLUMNS", "ERROR_FILE", "BASELINE", "is_done", "find_run_dirs", "read_run", "collect",
-           "experiment_runs", "summarize", "RECORD_FILES", "finished_dir", "trained_on", "save_records"]
+__all__ = [
+    "BASELINE",
+    "ERROR_FILE",
+    "RECORD_FILES",
+    "RUN_COLUMNS",
+    "collect",
+    "experiment_runs",
+    "find_run_dirs",
+    "finished_dir",
+    "is_done",
+    "read_run",
+    "save_records",
+    "summarize",
+    "trained_on",
+]

@@ -17,15 +17,14 @@ benchmarks' bare loop calls too, so "Trainer vs bare loop" measures exactly the 
 model runs (DDP / FSDP, activation checkpointing, compile) is interp.training.parallel; the sharded train
 states of FSDP runs are interp.training.sharded.
 
-Run directory layout: docs/ARCHITECTURE.md, "Run directories". config.json = {"train": TrainConfig,
-"model": ModelConfig, "widths", "label", "data", "params", "flops_per_token", "provenance"}.
+The run directory (its lock, what a run finds there, every file it writes) is interp.training.run_dir; its
+layout: docs/ARCHITECTURE.md, "Run directories". config.json = {"train": TrainConfig, "model": ModelConfig,
+"widths", "label", "data", "params", "flops_per_token", "provenance"}.
 """
 
 from __future__ import annotations
 
-import contextlib
 import gc
-import json
 import math
 import os
 import random
@@ -42,15 +41,14 @@ from torch import Tensor
 from interp._util import cpu_kernels
 from interp._util.dist import Distributed
 from interp._util.errors import InputError
-from interp._util.io import (LockHeld, atomic_write, exclusive_lock, file_sha256, read_json, remove_stale_temps,
-                             safe_open, write_json_atomic)
+from interp._util.paths import CONFIG_FILE, TRAIN_STATE_FILE
 from interp._util.progress import progress
-from interp._util.paths import CONFIG_FILE, LOG_FILE, RESULT_FILE, RUN_LOCK_FILE, TRAIN_STATE_FILE, WEIGHTS_FILE
 from interp._util.provenance import provenance
 from interp.data import TokenData, prepare_tokens
 from interp.model import TaperedLM, flops_per_token, param_counts, training_flops_per_token
 from interp.training import checkpoints, cooldown, parallel, sharded
-from interp.training.config import TrainConfig, config_diff, fit_to_steps, lr_at, max_steps
+from interp.training.config import TrainConfig, fit_to_steps, lr_at, max_steps
+from interp.training.run_dir import RunDir
 from interp.training.runtime import StopFlag, param_hash, rng_state, set_rng_state
 from interp.training.step import bf16_is_native, compute_dtype, lm_loss_sum, make_optimizer, train_step
 
@@ -70,30 +68,14 @@ def _kernel_mode(config: dict) -> str:
     return kernels.get("mode", cpu_kernels.NATIVE) if isinstance(kernels, dict) else cpu_kernels.NATIVE
 
 
-def _read_run_json(path: Path, fix: str) -> dict | None:
-    """A run directory's config.json / result.json (None if missing); unreadable: InputError with `fix`."""
-    try:
-        value = read_json(path, missing_ok=True)
-    except ValueError as err:  # invalid JSON or UTF-8
-        raise InputError(f"cannot be read ({err.__cause__ or err})", path=path, fix=fix) from err
-    if value is not None and not isinstance(value, dict):
-        raise InputError(f"holds a JSON {type(value).__name__}, not an object", path=path, fix=fix)
-    return value
-
-
 # ------------------------------------------------------------------------------------------- trainer
-
-LOCK_FILE = RUN_LOCK_FILE  # in the run directory; held by rank 0 for the whole run (interp._util.io.exclusive_lock)
-RUN_FILES = (WEIGHTS_FILE, CONFIG_FILE, TRAIN_STATE_FILE, LOG_FILE, RESULT_FILE)  # whose temporaries we sweep
-STEP_DIRS = "checkpoints"  # checkpoints/step_NNNNNN/ (TrainConfig.keep_step_checkpoints)
-
 
 class Trainer:
     """`Trainer(cfg).run()` trains (or resumes, or returns a finished run's result) and returns result.json.
 
     Everything is built here, before run(), cheapest checks first: the config (TrainConfig.validate) and the
-    model on the meta device (check_model), then the run directory, locked (LOCK_FILE) so a second process on
-    the same --out fails at once: a directory holding this exact finished run only loads its result
+    model on the meta device (check_model), then the run directory (interp.training.run_dir), locked so a second
+    process on the same --out fails at once: a directory holding this exact finished run only loads its result
     (`self.finished`; nothing else is built, so a rerun costs nothing); a resume reads train_state.pt here. Only
     then the data, model, optimizer and data stream. `data` may be passed in (tests, notebooks); by default it
     comes from interp.data.prepare_tokens. Raises ValueError (InputError) or OSError (LockHeld) naming the
@@ -112,12 +94,11 @@ class Trainer:
         self.dist = Distributed.from_env()  # joins torchrun's process group when WORLD_SIZE > 1
         self.device = torch.device("cuda", self.dist.local_rank) if torch.cuda.is_available() else torch.device("cpu")
         self.comm_device = self.device  # gloo reduces CPU tensors, nccl CUDA tensors
-        self._held, self._locked = contextlib.ExitStack(), False
-        self._stored: dict = {}
-        self._state: dict | None = None
+        self.run_dir = RunDir(self.out, self.dist, self.all_sum)
         try:
-            self._lock(create=False)
-            self.finished = self._check_run_dir()
+            self.run_dir.lock(create=False)
+            found = self.run_dir.inspect(cfg)
+            self.finished, self._stored, self._state = found.finished, found.stored, found.state
             if self.finished is None:
                 self._build(data)
         except BaseException:
@@ -131,71 +112,11 @@ class Trainer:
         later (when the caller lets the Trainer go) the Reducer's destructor would destroy the gloo group with the
         GIL held, joining a gloo thread that waits for the GIL to free a collective's tensor: a hang at exit, seen
         under torchrun on 2 CPU ranks (pytorch/pytorch#56297). self.model is then the unwrapped model."""
-        self._held.close()
-        self._locked = False
+        self.run_dir.close()
         if getattr(self, "model", None) is not None and self.model is not getattr(self, "raw", None):
             self.model = self.raw
             gc.collect()   # the wrapper's reference cycles, so the Reducer goes now, not at a later collection
         self.dist.close()
-
-    def _lock(self, create: bool) -> None:
-        """Rank 0 holds out/LOCK_FILE from its first look at the run directory to the end of run(), so a second
-        process on the same --out fails at once (LockHeld names the holder's pid) instead of mixing its writes
-        with this one's; every rank raises alike. A directory that does not exist yet is created and locked
-        only when the run first writes to it (create=True), so bad input found before that leaves nothing
-        behind; if another run filled the directory in the meantime, this one stops rather than overwrite it."""
-        if self.out.exists() and not self.out.is_dir():
-            raise InputError("is a file, not a run directory; choose another --out", path=self.out)
-        error: Exception | None = None
-        if self.dist.primary and not self._locked and (create or self.out.is_dir()):
-            try:
-                self._held.enter_context(exclusive_lock(self.out / LOCK_FILE, f"run directory {self.out}"))
-                self._locked = True
-            except LockHeld as err:
-                error = err
-            if self._locked and create and any(p.name != LOCK_FILE for p in self.out.iterdir()):
-                error = InputError("was filled by another run while this one prepared its data; rerun (with "
-                                   "--resume to continue that run) or choose another --out", path=self.out)
-        if self.dist.world_size > 1 and self._all_sum([float(error is not None)])[0] and error is None:
-            error = LockHeld(f"run directory {self.out}: rank 0 could not take it (see rank 0's error)")
-        if error is not None:
-            raise error
-
-    def _check_run_dir(self) -> dict | None:
-        """The stored result if this exact run already finished, else None (train). Refuses, naming the file and
-        the fix: a directory written by another config, an unfinished run without --resume, an unreadable
-        config.json / result.json / train_state.pt (a resume reads its state here, before any data)."""
-        config_path, state_path = self.out / CONFIG_FILE, self.out / TRAIN_STATE_FILE
-        stored = _read_run_json(config_path, "restore it from a copy, or choose another --out: it records the "
-                                             "run's settings, which continuing the run needs")
-        result = _read_run_json(self.out / RESULT_FILE, f"delete it and rerun with --resume: the run writes it "
-                                                        f"again from {TRAIN_STATE_FILE}")
-        has_state = state_path.is_file()
-        if stored is None:
-            if has_state or result is not None:
-                raise InputError(f"holds {TRAIN_STATE_FILE if has_state else RESULT_FILE} but no {CONFIG_FILE}, "
-                                 "which records the run's settings; restore it, or choose another --out",
-                                 path=self.out)
-            return None  # nothing here yet
-        if not (has_state or result):
-            return None  # only a config, from a run that died before its first save
-        diff = config_diff(stored.get("train", {}), self.cfg)
-        if diff:
-            raise InputError(f"was written by a different run config; differing fields: {'; '.join(diff)}. "
-                             "Use another --out, or pass the same settings to resume", path=config_path)
-        if result and result.get("status") == "done":
-            return result
-        if not self.cfg.resume:
-            where = (f"status {result.get('status')!r} at step {result.get('step')}" if result else
-                     f"{TRAIN_STATE_FILE} but no {RESULT_FILE}: the last run was killed")
-            raise InputError(f"holds an unfinished run ({where}); pass --resume (TrainConfig.resume=True) to "
-                             "continue it, or choose another --out", path=self.out)
-        self._stored = stored
-        if has_state:
-            self._state = checkpoints.load_train_state(self.out, map_location="cpu")
-            if sharded.STATE_KEY in self._state:
-                sharded.check(self.out, self._state)
-        return None
 
     def _build(self, data: TokenData | None) -> None:
         cfg, world = self.cfg, self.dist.world_size
@@ -261,20 +182,10 @@ class Trainer:
         set_rng_state(state["rng"])
         self.start_step, self.start_tokens, self.start_elapsed = state["step"], state["tokens"], state["elapsed_s"]
         self.start_train_loss = (state["train_loss"] if "train_loss" in state
-                                 else self._logged_train_loss(self.start_step))
+                                 else self.run_dir.logged_train_loss(self.start_step))
         self.resumed_from = state.get(sharded.STATE_KEY)
         self.run_config = {**stored, "resumed": [*stored.get("resumed", []),
                                                  {"step": self.start_step, "provenance": provenance()}]}
-
-    def _logged_train_loss(self, step: int) -> float:
-        """The last train loss log.jsonl holds at or before `step` (train states saved before they held it)."""
-        path, loss = self.out / LOG_FILE, float("nan")
-        for line in path.read_text().splitlines() if path.is_file() else ():
-            with contextlib.suppress(json.JSONDecodeError, AttributeError):
-                record = json.loads(line)
-                if record.get("kind") == "train" and record.get("step", 0) <= step:
-                    loss = float(record["loss"])
-        return loss
 
     # -- the loop ----------------------------------------------------------------------------------
     def run(self, stop_at: int | None = None) -> dict:
@@ -318,7 +229,7 @@ class Trainer:
             session_tokens += tokens_per_step
             busy = False
             if step % cfg.log_interval == 0 or step == cfg.steps:
-                train_loss = self._all_sum([loss.item()])[0] / self.dist.world_size
+                train_loss = self.all_sum([loss.item()])[0] / self.dist.world_size
                 seconds = time.perf_counter() - interval_start
                 tps = interval_tokens / max(seconds, 1e-9)
                 record = {"kind": "train", "step": step, "tokens": tokens, "loss": train_loss,
@@ -327,12 +238,12 @@ class Trainer:
                           "elapsed_s": elapsed_before + time.perf_counter() - t_start}
                 if cfg.peak_flops:
                     record["mfu"] = record["flops_per_s"] / (cfg.peak_flops * self.dist.world_size)
-                self._log(record)
+                self.run_dir.log(record)
                 interval_start, interval_tokens = time.perf_counter(), 0
             if step % cfg.eval_interval == 0 or step == cfg.steps:
                 metrics, evaluated, busy = self.evaluate(), step, True
-                self._log({"kind": "eval", "step": step, "tokens": tokens, **metrics})
-            stop = step < cfg.steps and (self._all_sum([float(flag.signal is not None)])[0] > 0 or step == stop_at)
+                self.run_dir.log({"kind": "eval", "step": step, "tokens": tokens, **metrics})
+            stop = step < cfg.steps and (self.all_sum([float(flag.signal is not None)])[0] > 0 or step == stop_at)
             if step % cfg.ckpt_interval == 0 or step == cfg.steps or stop:
                 self._save(step, tokens, elapsed_before + time.perf_counter() - t_start, train_loss)
                 busy = True
@@ -367,26 +278,15 @@ class Trainer:
         the tokens they trained, or None when a signal abandoned one."""
         trained = 0
         for length in lengths:
-            if self._branch_done(length):
+            if cooldown.branch_done(self, length):
                 continue
             result = cooldown.run_branch(self, length, step, tokens, flag)
             if result is None:
                 return None
             trained += result["tokens"] - tokens
-            self._log({"kind": "cooldown", "step": step, **{k: v for k, v in result.items() if k != "step"},
+            self.run_dir.log({"kind": "cooldown", "step": step, **{k: v for k, v in result.items() if k != "step"},
                        "length": length})
         return trained
-
-    def _branch_done(self, length: int) -> bool:
-        """Whether the cooldown branch to `length` has its result already, agreed by every rank: each reads the
-        file rank 0 wrote, and ranks that disagree (a run directory not on one shared filesystem) would part ways
-        and hang in the next collective, so that is an error on all of them instead."""
-        seen = self._all_sum([float(cooldown.branch_result(self.out, length) is not None)])[0]
-        if 0 < seen < self.dist.world_size:
-            raise RuntimeError(f"{self.out}: {int(seen)} of {self.dist.world_size} ranks see the result of the "
-                               f"cooldown branch to {length} steps: every rank must read the same run directory; "
-                               "put --out on a filesystem all nodes share")
-        return seen > 0
 
     @torch.no_grad()
     def evaluate(self) -> dict:
@@ -403,7 +303,7 @@ class Trainer:
                     total += lm_loss_sum(self.raw, shard, self.dtype).item()
                     count += shard[:, 1:].numel()
         self.raw.train()
-        total, count = self._all_sum([total, count])
+        total, count = self.all_sum([total, count])
         val_loss = total / max(count, 1.0)
         return {"val_loss": val_loss, "val_ppl": math.exp(min(val_loss, 700.0))}
 
@@ -428,97 +328,38 @@ class Trainer:
             hashes = [None] * world
             tdist.all_gather_object(hashes, param_hash(self.raw))
             result["rank_param_sha256"] = hashes
-        if self.dist.primary:
-            if status == "done":   # the final save wrote these weights: probe/eval rows name them by this hash
-                result["weights_sha256"] = file_sha256(self.out / WEIGHTS_FILE)
-            write_json_atomic(self.out / RESULT_FILE, result)
+        self.run_dir.write_result(result)  # rank 0; a finished run's names its weights by their sha256
         return result
 
-    # -- run directory -----------------------------------------------------------------------------
+    # -- run directory (interp.training.run_dir) ------------------------------------------------------
     def _open_run_dir(self) -> None:
-        """Lock a new directory and sweep the temporaries of killed writes; then a resumed run keeps its log
-        up to the restored step and repairs that step's checkpoint, a fresh one starts config.json and the log."""
-        self._lock(create=True)
-        repair = self.resuming and self.cfg.keep_step_checkpoints
-        weights = self._weights() if repair else None  # under FSDP a collective: before rank 0 goes on alone
-        if not self.dist.primary:
+        """Lock a new directory; then a resumed run sweeps the temporaries of killed writes, keeps its log up to
+        the restored step and repairs that step's checkpoint; a fresh one starts config.json and the log."""
+        self.run_dir.lock(create=True)
+        if not self.resuming:
+            self.run_dir.start(self.run_config)
             return
-        self._remove_stale_temps()
-        if self.resuming:
-            self._truncate_log(self.start_step)
-            if repair:
-                self._repair_step_checkpoint(weights)
-        else:
-            self.out.mkdir(parents=True, exist_ok=True)
-            (self.out / LOG_FILE).unlink(missing_ok=True)
-            write_json_atomic(self.out / CONFIG_FILE, self.run_config)
-
-    def _remove_stale_temps(self) -> None:
-        """Temporaries of writes a kill interrupted, in the run directory and its step checkpoints (ours: we
-        hold the lock); a step directory left empty is removed, so nothing looks like a checkpoint that is not.
-        Sharded states: every folder but the one the restored train_state.pt names."""
-        remove_stale_temps(self.out, RUN_FILES)
-        sharded.sweep(self.out, keep=self.resumed_from)
-        for step_dir in sorted((self.out / STEP_DIRS).glob("step_*")):
-            if step_dir.is_dir() and not step_dir.is_symlink():
-                remove_stale_temps(step_dir, RUN_FILES)
-                with contextlib.suppress(OSError):
-                    step_dir.rmdir()  # only if empty
-
-    def _step_dir(self, step: int) -> Path:
-        return self.out / STEP_DIRS / f"step_{step:06d}"
-
-    def _repair_step_checkpoint(self, weights: TaperedLM) -> None:
-        """A kill after train_state.pt but inside the step checkpoint's write leaves that step's checkpoint
-        missing or half-replaced; the restored weights are exactly that step's, so write it again, with the
-        config the killed session would have written."""
-        step_dir = self._step_dir(self.start_step)
-        if not all((step_dir / n).is_file() for n in (WEIGHTS_FILE, CONFIG_FILE)):
-            checkpoints.save_checkpoint(step_dir, weights, {**self._stored, "step": self.start_step,
-                                                            "tokens": self.start_tokens})
-
-    def _log(self, record: dict) -> None:
-        if self.dist.primary:
-            with safe_open(self.out / LOG_FILE, "a") as f:
-                f.write(json.dumps(record) + "\n")
-
-    def _truncate_log(self, step: int) -> None:
-        """On resume drop log lines written after the checkpoint we resume from (they are redone), and a
-        half-written last line if the process was killed mid-write."""
-        path = self.out / LOG_FILE
-        if not (self.dist.primary and path.is_file()):
-            return
-        keep = []
-        for line in path.read_text().splitlines():
-            try:
-                if json.loads(line).get("step", 0) <= step:
-                    keep.append(line + "\n")
-            except json.JSONDecodeError:
-                continue
-        atomic_write(self.out, {LOG_FILE: lambda p: p.write_text("".join(keep))})
+        repair = self.cfg.keep_step_checkpoints
+        weights = self.full_weights() if repair else None  # under FSDP a collective: before rank 0 goes on alone
+        self.run_dir.reopen(self.start_step, self.resumed_from, weights,
+                            {**self._stored, "step": self.start_step, "tokens": self.start_tokens})
 
     def _save(self, step: int, tokens: int, elapsed: float, train_loss: float) -> None:
         """FSDP: every rank's shards first (a new folder no train_state.pt names yet). Then, on rank 0, the run's
-        checkpoint, train_state.pt (what a resume reads: the commit point), the step checkpoint; a kill after
-        the state is repaired on resume (_repair_step_checkpoint, and _loop's final evaluation)."""
+        checkpoint, train_state.pt (what a resume reads: the commit point), the step checkpoint (RunDir.save); a
+        kill after the state is repaired on resume (RunDir.reopen, and _loop's final evaluation)."""
         state = {"step": step, "tokens": tokens, "elapsed_s": elapsed, "train_loss": float(train_loss),
                  "rng": rng_state(), "data_generator": self.generator.get_state()}
         if self.sharded:
             state[sharded.STATE_KEY] = sharded.save(self.out, step, self.model, self.optimizer, self.dist)
-        weights = self._weights()
+        weights = self.full_weights()
         if not self.dist.primary:
             return
         if not self.sharded:
             state.update(model=self.raw.state_dict(), optimizer=self.optimizer.state_dict())
-        checkpoints.save_checkpoint(self.out, weights, self.run_config)
-        checkpoints.save_train_state(self.out, state)
-        if self.sharded:
-            sharded.sweep(self.out, keep=state[sharded.STATE_KEY])  # the previous state, now unnamed
-        if self.cfg.keep_step_checkpoints:
-            checkpoints.save_checkpoint(self._step_dir(step), weights,
-                                        {**self.run_config, "step": step, "tokens": tokens})
+        self.run_dir.save(weights, self.run_config, state, step, tokens, self.cfg.keep_step_checkpoints)
 
-    def _weights(self) -> TaperedLM | None:
+    def full_weights(self) -> TaperedLM | None:
         """The full weights as a plain module on rank 0 (None elsewhere): self.raw, or under FSDP the shards
         gathered into a CPU copy (a collective: every rank calls it)."""
         self._host = parallel.host_copy(self.model, self.raw, self._host, self.dist)
@@ -530,7 +371,8 @@ class Trainer:
         n = batch.shape[0] // self.dist.world_size
         return batch[self.dist.rank * n:(self.dist.rank + 1) * n]
 
-    def _all_sum(self, values: list[float]) -> list[float]:
+    def all_sum(self, values: list[float]) -> list[float]:
+        """`values` summed over the ranks (a collective: every rank calls it; the identity in one process)."""
         if self.dist.world_size == 1:
             return values
         t = torch.tensor(values, dtype=torch.float64, device=self.comm_device)

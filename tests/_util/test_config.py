@@ -9,7 +9,7 @@ import dataclasses
 import pytest
 
 from interp._util.config import add_arguments, coerce_to_type, dataclass_from_args, option, parse_set_overrides
-from interp.schedules import WidthSpec
+from interp.widths import WidthSpec
 from interp.training.config import parse_train_overrides
 
 

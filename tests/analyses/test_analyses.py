@@ -48,7 +48,7 @@ def test_check_module_names_missing_attributes():
 # ------------------------------------------------------------------------------------------ schedules
 
 def test_schedule_table_matches_interp_schedules():
-    from interp.schedules import ratios, taper_widths
+    from interp.widths import ratios, taper_widths
 
     cfg = schedules_analysis.Config(n_layers=12, d_ff=256)
     df = schedules_analysis.schedule_table(cfg)
@@ -166,7 +166,7 @@ def test_run_dirs_differ_per_variant_and_encode_seed_and_steps(tmp_path):
 
 def test_train_runs_pass_the_same_seed_steps_and_data(tmp_path, monkeypatch):
     """compute() end to end with a stand-in for the training processes that writes run directories."""
-    from interp.training import workers
+    from interp.jobs import runs as workers
 
     calls = []
 

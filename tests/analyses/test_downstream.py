@@ -7,8 +7,9 @@ import pandas as pd
 import pytest
 
 from analyses import downstream as ds
-from interp.schedules import WidthSpec
-from interp.training.experiments import Experiment, run_experiment, variant
+from interp.widths import WidthSpec
+from interp.jobs.training import run_experiment
+from interp.training.experiments import Experiment, variant
 from tests.training.test_experiments import corpus, micro_overrides  # noqa: F401  (module fixture)
 
 

@@ -10,8 +10,9 @@ import pandas as pd
 import pytest
 
 from analyses import downstream_groups as dg
-from interp.training.experiments import Experiment, run_experiment, variant
-from interp.schedules import WidthSpec
+from interp.jobs.training import run_experiment
+from interp.training.experiments import Experiment, variant
+from interp.widths import WidthSpec
 from tests.training.test_experiments import corpus, micro_overrides  # noqa: F401  (module fixture)
 
 T_975_2 = 4.303   # Student t, 0.975 quantile, 2 degrees of freedom (printed tables)

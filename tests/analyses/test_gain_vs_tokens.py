@@ -86,10 +86,10 @@ def test_compute_tables_and_render(env, tmp_path):
 
 
 def test_a_stored_table_without_its_key_columns_is_refused_before_any_training(tmp_path, monkeypatch):
-    from interp.training import experiments
+    from interp.jobs import training
 
     pd.DataFrame({"arch": ["llama"], "val_ppl": [1.0]}).to_csv(tmp_path / gvt.RUNS_TABLE, index=False)
-    monkeypatch.setattr(experiments, "run_experiment", lambda *a, **k: pytest.fail("trained before the check"))
+    monkeypatch.setattr(training, "train_experiment", lambda *a, **k: pytest.fail("trained before the check"))
     with pytest.raises(ValueError, match=r"gain_vs_tokens_runs.csv: field lr_schedule missing.*keep=false"):
         gvt.compute(gvt.Config(root=str(tmp_path / "none")), tmp_path)
 

@@ -36,7 +36,7 @@ def _forbid_loading(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.slow
 def test_accuracy_drop_correlations_and_resume(run, tmp_path, monkeypatch):
-    from interp.evals.run import EvalTarget, lm_evaluate, load_lm
+    from interp.evals.run import expand_targets, lm_evaluate, load_lm
     from interp.probes import probe
 
     probe_cfg = ProbeConfig(tokens=128, seq_len=32, batch_size=2, metrics=("rho_mlp", "block_influence", "norm_ratio"))
@@ -46,7 +46,8 @@ def test_accuracy_drop_correlations_and_resume(run, tmp_path, monkeypatch):
     ra.compute(cfg, figures)
     drops = pd.read_csv(figures / ra.TABLE)
 
-    lm, _ = load_lm(EvalTarget(str(run), "checkpoint", "run"), batch_size=8)
+    [final] = expand_targets([str(run)], checkpoints="final")
+    lm, _ = load_lm(final, batch_size=8)
     blocks = list(lm.model.blocks)
     assert drops["layer"].tolist() == list(range(len(blocks))) and set(drops["n_docs"]) == {6}
     for layer in range(len(blocks)):

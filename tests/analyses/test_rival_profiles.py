@@ -1,8 +1,8 @@
-"""The rival width profiles (issue 14 section 4): the symmetric shapes (interp.schedules_shapes), the "rivals"
+"""The rival width profiles (issue 14 section 4): the symmetric shapes (interp.widths.shapes), the "rivals"
 variant set and `interp ablate rivals` (analyses/rival_profiles.py).
 
 The shape curve is recomputed here with `math` from the documented formula, independently of
-interp.schedules_shapes.shape_ratios; feasibility is predicted from the rules and every infeasible draw must
+interp.widths.shapes.shape_ratios; feasibility is predicted from the rules and every infeasible draw must
 raise ValueError. The end-to-end test trains 5 variants x 2 seeds of the `micro` preset (4 layers) for 2 steps
 on a synthetic corpus, as tests/training/test_experiments.py does for the group ablation.
 """
@@ -23,7 +23,7 @@ from analyses import rival_profiles
 from interp.cli import build_parser, main
 from interp.cli.experiment import config_from_args
 from interp.model import flops_per_token, param_counts
-from interp.schedules import (
+from interp.widths import (
     SCHEDULES,
     SHAPES,
     WidthSpec,

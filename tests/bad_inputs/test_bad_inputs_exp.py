@@ -36,7 +36,7 @@ def corpus(tmp: Path) -> None:
     write_corpus(tmp / "corpus", n_docs=24, sentences=40, sentence_len=8)
 
 
-for name, argv in EXPERIMENTS.items():  # --jobs: runs trained at once (interp.training.workers)
+for name, argv in EXPERIMENTS.items():  # --jobs: runs trained at once (the jobs layer's local tasks)
     Case(f"exp-jobs-zero-{name}", item="new", argv=[*argv, "--jobs", "0"],
          message=r"--jobs must be >= 1 \(runs trained at once\), got 0")
 
@@ -111,7 +111,7 @@ HELD = ExitStack()  # locks held by this (pytest) process for a case; released a
 
 def hold_lock(tmp: Path) -> None:
     from interp._util.io import exclusive_lock
-    from interp.training.experiments import LOCK_FILE
+    from interp.jobs.runs import EXPERIMENT_LOCK as LOCK_FILE
 
     HELD.enter_context(exclusive_lock(tmp / "R" / "groups-micro" / LOCK_FILE, "test holder"))
 
@@ -180,7 +180,8 @@ def stored_table_and_a_foreign_run(tmp: Path) -> None:
 
 Case("exp-all-runs-failed-keeps-the-table", item="new", rc=1,
      argv=[*SWEEP, "--set", 'source="{tmp}/corpus"', "--set", "val_fraction=0.25"],
-     setup=stored_table_and_a_foreign_run, may_change=("cache/", "R/sweep-micro/.experiment.lock", "R/*/*/*/error.txt", "R/*/*/*/.lock"),
+     setup=stored_table_and_a_foreign_run, may_change=("cache/", "R/sweep-micro/.experiment.lock", "R/*/*/*/error.txt", "R/*/*/*/.lock",
+                                                       "R/sweep-micro/.jobs.parts/"),   # the jobs layer's plan
      message=r"\[interp sweep\] no finished runs under .*sweep-micro yet: nothing to tabulate")
 
 

@@ -52,10 +52,10 @@ def _folder(tmp: Path, name: str, seed: int, n_layer: int = 2) -> Path:
 
 
 def _weights_sha256(folder: Path) -> str:
+    from interp.hf.sources.hf_dir import HfDirSource
     from interp.jobs.keys import weights_sha256
-    from interp.jobs.targets import Target
 
-    return weights_sha256(Target(folder, "hf_dir"))
+    return weights_sha256(HfDirSource(str(folder), folder))
 
 
 # ------------------------------------------------------------------ 1: a branch that moves between plan and download

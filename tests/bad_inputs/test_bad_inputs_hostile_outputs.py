@@ -34,7 +34,7 @@ def test_string_layers_sort_numerically(tmp_path):
     """A parquet table whose layers are strings gives the widths of the same table with integer layers (numeric
     order, not 0, 1, 10, 2): the old code sorted the strings."""
     from interp.cli import main
-    from interp.taper import DeriveConfig, derive
+    from interp.widths import DeriveConfig, derive
 
     _table([str(i) for i in range(12)])(tmp_path)
     (tmp_path / "numeric").mkdir()

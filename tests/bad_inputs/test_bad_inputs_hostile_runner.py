@@ -30,7 +30,7 @@ from tests.training.test_experiments import WORDS, two_by_two
 
 @functools.cache
 def _trained() -> Path:
-    from interp.training.experiments import run_experiment
+    from interp.jobs.training import run_experiment
 
     root = Path(tempfile.mkdtemp(prefix="interp-bad-runner-"))
     atexit.register(shutil.rmtree, root, True)
@@ -123,7 +123,7 @@ def _resumed(tmp: Path) -> None:
 # Before: the runner said only "training ->", as for a new run; a dry run listed it as "to train".
 Case("runner-abandoned-run-is-stated-and-resumed", item="33.30", rc=0, setup=_abandoned, check=_resumed,
      argv=[*SWEEP, "--out", "fig"], message=r"\[train /.*/R/sweep-micro/uniform/seed0\] 2/2 steps",
-     may_change=(RUN, "fig", "cache"))
+     may_change=(RUN, "fig", "cache", "R/sweep-micro/.jobs.parts/"))
 STDOUT = {"runner-abandoned-run-is-stated-and-resumed":
           r"uniform seed0: training -> /.*/R/sweep-micro/uniform/seed0 \(abandoned: train_state\.pt but no finished "
           r"result\.json and no live process holding it, so its runner was killed; resumable, resuming\)"}
@@ -167,7 +167,7 @@ Case("runner-live-run-lock-is-running-elsewhere", item="33.9", rc=1, setup=_held
      argv=["experiment", "sweep", "--preset", "micro", "--seeds", "1", "--steps", "1", "--only", "uniform",
            "--root", "R", "--out", "fig"],
      message=r"no finished runs under .*R/sweep-micro yet: nothing to tabulate",
-     may_change=("fig", "cache", "R/sweep-micro/.experiment.lock"))
+     may_change=("fig", "cache", "R/sweep-micro/.experiment.lock", "R/sweep-micro/.jobs.parts/"))
 STDOUT["runner-live-run-lock-is-running-elsewhere"] = (
     r"uniform seed0: running elsewhere: pid \d+ holds .*/R/sweep-micro/uniform/seed0/\.lock: not touched"
     r"(.|\n)*running elsewhere uniform seed0: another live process holds .*\(pid \d+ holds")

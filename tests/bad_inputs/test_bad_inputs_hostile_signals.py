@@ -64,7 +64,7 @@ def test_kill_9_of_the_parent_leaves_no_training_child(tmp_path):
     script.write_text(
         "import sys\n"
         "from interp.training import TrainConfig\n"
-        "from interp.training.workers import train_in_processes\n"
+        "from interp.jobs.runs import train_in_processes\n"
         "if __name__ == '__main__':\n"
         f"    cfgs = [TrainConfig.from_preset('micro', source='wiki', steps=100000, threads=1, progress=False,\n"
         f"            out_dir=r'{tmp_path}/runs/r' + str(i)) for i in range(2)]\n"

@@ -19,7 +19,7 @@ from interp.cli import build_parser, main
 from tests.factories import save_pretrained_dir, tiny_hf, word_tokenizer
 
 TRAINING = [n for n in analyses.EXPERIMENTS if n != "eval"]
-# (old argv, new argv): the aliases kept for one release
+# (old argv, new argv): the permanent aliases (interp.cli's docstring)
 ALIASES = [(["sweep"], ["experiment", "sweep"]), (["ablate", "groups"], ["experiment", "groups"]),
            (["ablate", "rivals"], ["experiment", "rivals"]),
            (["ablate", "architectures"], ["experiment", "architectures"]),
@@ -29,12 +29,13 @@ ALIASES = [(["sweep"], ["experiment", "sweep"]), (["ablate", "groups"], ["experi
 @pytest.fixture
 def no_training(monkeypatch):
     """Any training, evaluation or analysis compute fails the test."""
-    import interp.training.experiments as experiments
+    import interp.jobs.training as training
 
     def refuse(*args, **kwargs):
         raise AssertionError("a dry run trained or computed something")
 
-    monkeypatch.setattr(experiments, "run_experiment", refuse)
+    monkeypatch.setattr(training, "run_experiment", refuse)
+    monkeypatch.setattr(training, "train_experiment", refuse)
     for name in analyses.EXPERIMENTS:
         monkeypatch.setattr(analyses.experiment_analysis(name), "compute", refuse)
 
@@ -131,8 +132,8 @@ def test_errors_of_an_alias_name_the_command_typed(capsys, no_training):
 
 
 def test_eval_experiment_keeps_its_older_flag_names(tmp_path):
-    """`interp eval-experiment`: --out was the eval table and --figures-dir the folder; it keeps them for one release
-    (`interp experiment eval`: --eval-table and --out)."""
+    """`interp eval-experiment`: --out was the eval table and --figures-dir the folder; it keeps them, a permanent
+    alias (`interp experiment eval`: --eval-table and --out)."""
     from interp.cli.experiment import eval_config
 
     parser = build_parser()

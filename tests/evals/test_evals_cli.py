@@ -249,7 +249,8 @@ def test_hf_models_refuse_a_generation_longer_than_their_context(tmp_path):
     from lm_eval.api.instance import Instance
 
     _short_context_models(tmp_path)
-    lm, max_length = eval_run.load_lm(eval_run.EvalTarget(str(tmp_path / "hf"), "hf_dir", "hf"), batch_size=2)
+    [target] = eval_run.expand_targets([str(tmp_path / "hf")])
+    lm, max_length = eval_run.load_lm(target, batch_size=2)
     assert max_length == 32
     request = Instance("generate_until", {}, ("the cat", {"until": ["\n"], "max_gen_toks": 32}), 0)
     with pytest.raises(ValueError, match=r"^max_gen_toks=32 leaves no room for a prompt in a context of 32 "):

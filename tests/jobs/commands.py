@@ -73,8 +73,9 @@ def experiment_eval_command(runs: Path) -> Command:
 
 def train_micro_experiment(folder: Path, root: Path) -> Path:
     """Two micro runs (uniform, cosine 1.5 -> 0.5; one seed) on the corpus `folder`: an experiment root."""
-    from interp.schedules import WidthSpec
-    from interp.training.experiments import Experiment, run_experiment, variant
+    from interp.widths import WidthSpec
+    from interp.jobs.training import run_experiment
+    from interp.training.experiments import Experiment, variant
     from tests.training.test_experiments import micro_overrides
 
     exp = Experiment(name="exp", preset="micro", seeds=[0], root=root,

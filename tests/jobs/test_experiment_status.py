@@ -14,11 +14,12 @@ from interp._util.io import exclusive_lock
 from interp._util.paths import CONFIG_FILE
 from interp.cli import main
 from interp.jobs.parts import parts_dir, write_plan
+from interp.jobs.runs import DataCache, train_run
 from interp.jobs.training import KIND, TrainingJob, TrainingJobConfig
-from interp.schedules import WidthSpec
 from interp.training import Trainer
-from interp.training.experiments import DataCache, Experiment, train_run, variant
+from interp.training.experiments import Experiment, variant
 from interp.training.presets import PRESETS
+from interp.widths import WidthSpec
 from tests.factories import write_corpus
 
 

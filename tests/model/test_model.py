@@ -241,7 +241,7 @@ def test_flops_per_token_matches_module_shapes(mixer):
 
 
 def same_budget_pairs() -> list[tuple[list[int], list[int]]]:
-    """Hand-written tapered / uniform width lists with the same sum (independent of interp.schedules)."""
+    """Hand-written tapered / uniform width lists with the same sum (independent of interp.widths)."""
     return [([96, 64, 32], [64, 64, 64]), ([100, 64, 28], [64, 64, 64]), ([48, 96, 48], [64, 64, 64])]
 
 
@@ -254,7 +254,7 @@ def test_tapered_and_uniform_share_params_and_flops(tapered, uniform):
 
 
 def test_schedule_widths_share_params_and_flops_with_uniform():
-    schedules = pytest.importorskip("interp.schedules")
+    schedules = pytest.importorskip("interp.widths")
     n_layers, d_ff = 6, 256
     base = dict(vocab_size=VOCAB, d_model=D_MODEL, n_layers=n_layers, n_heads=N_HEADS)
     uniform = ModelConfig(**base, d_mlp=[d_ff] * n_layers)

@@ -14,7 +14,7 @@ import torch
 from interp.cli import main
 from interp.model import TaperedLM, flops_per_token, param_counts
 from interp.probes.table import MLP_METRICS
-from interp.schedules import LAYOUTS, WidthSpec, absent_layers, layout_widths
+from interp.widths import LAYOUTS, WidthSpec, absent_layers, layout_widths
 from tests.factories import WORDS, random_tokens, tiny_config, tiny_lm, word_tokenizer_json
 
 ARCHS = ("llama", "gpt2")

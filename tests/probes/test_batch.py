@@ -176,8 +176,8 @@ def test_batch_over_a_run_gives_rows_per_step_then_skips_everything(env, tmp_pat
     assert sorted(df.step.unique()) == STEPS and set(df.status) == {"ok"} and set(df.run) == {"micro-uniform"}
     assert len(df) == len(STEPS) * 2 * 2  # steps x layers x metrics
     assert df.groupby("step").weights_sha256.nunique().eq(1).all() and df.weights_sha256.nunique() == len(STEPS)
-    assert df.settings_hash.nunique() == 1  # key: weights, settings, then config.json + tokenizer (the definition)
-    assert all(key.startswith(f"{w[:16]}-{s}-") for key, w, s in zip(df.key, df.weights_sha256, df.settings_hash))
+    assert df.settings_hash.nunique() == 1  # key: the model's content key (weights, config.json + tokenizer), settings
+    assert all(key == keys.model_part_key(k, s) for key, k, s in zip(df.key, df.model_key, df.settings_hash))
     # each step's rows are that checkpoint's own probe (rows attached to the right step)
     step4 = run / "checkpoints" / "step_000004"
     direct = probes.probe(str(step4), text=env[2], tokens=64, seq_len=32, batch_size=2,
@@ -212,7 +212,8 @@ def test_truncated_checkpoint_is_reported_and_the_rest_analysed(env, tmp_path, c
     df = pd.read_parquet(out)
     failed = df[df.status == "failed"]
     assert len(failed) == 1 and failed.step.item() == 4 and "truncated" in failed.error.item()
-    assert failed.path.item() == str(bad.parent) and failed.key.item().startswith(keys.sha256_cached(bad)[:16])
+    assert failed.path.item() == str(bad.parent) and failed.weights_sha256.item() == keys.sha256_cached(bad)
+    assert failed.key.item() == keys.model_part_key(failed.model_key.item(), failed.settings_hash.item())
     assert sorted(df[df.status == "ok"].step.unique()) == [2, 6, 8]
     # repaired: the rerun analyses only that checkpoint and its failure row disappears
     shutil.copy(env[1] / "checkpoints" / "step_000004" / WEIGHTS_FILE, bad)

@@ -135,17 +135,15 @@ def test_ranks_that_disagree_on_a_finished_branch_stop_with_the_fix(tmp_path, mo
     Every rank gets the same count from the all-reduce, so all raise the same error instead of parting ways."""
     from types import SimpleNamespace
 
-    from interp.training.trainer import Trainer
-
     monkeypatch.setattr(cooldown, "branch_result", lambda run_dir, length: {"step": length})
     world = SimpleNamespace(world_size=2)
     for seen, expect in ((2.0, True), (0.0, False)):
-        rank = SimpleNamespace(out=tmp_path, dist=world, _all_sum=lambda values, s=seen: [s])
-        assert Trainer._branch_done(rank, 6) is expect
-    rank = SimpleNamespace(out=tmp_path, dist=world, _all_sum=lambda values: [1.0])
+        rank = SimpleNamespace(out=tmp_path, dist=world, all_sum=lambda values, s=seen: [s])
+        assert cooldown.branch_done(rank, 6) is expect
+    rank = SimpleNamespace(out=tmp_path, dist=world, all_sum=lambda values: [1.0])
     with pytest.raises(RuntimeError, match=r"1 of 2 ranks see the result of the cooldown branch to 6 steps.*"
                                            r"filesystem all nodes share"):
-        Trainer._branch_done(rank, 6)
+        cooldown.branch_done(rank, 6)
 
 
 # ------------------------------------------------------- issue #33 item 26: --cooldown-fraction without wsd

@@ -21,19 +21,19 @@ from interp._util.paths import RESULT_FILE
 from interp.cli import build_parser, main
 from interp.cli.experiment import config_from_args
 from interp.model import param_counts
-from interp.schedules import WidthSpec
+from interp.widths import WidthSpec
 from interp.stats import mean_ci, t_cdf, t_quantile
 from interp.training import TrainConfig, Trainer
 from interp.training.experiments import (
     Experiment,
     Variant,
     check_equal_params,
-    describe,
     group_variants,
-    run_experiment,
     sweep_variants,
     variant,
 )
+from interp.jobs.runs import describe
+from interp.jobs.training import run_experiment
 from interp.training.results import ERROR_FILE, RUN_COLUMNS, collect, experiment_runs, summarize
 from interp.training.presets import PRESETS
 from tests.factories import write_corpus
@@ -218,7 +218,7 @@ def test_interrupt_stops_the_experiment_and_resume_continues(corpus, tmp_path, m
     original = Trainer.run
     monkeypatch.setattr(Trainer, "run", lambda self: original(self, stop_at=2))  # like a SIGINT after step 2
     report = run_experiment(exp, data=data, log=None)
-    assert [r.status for r in report.runs] == ["interrupted", "not run", "not run", "not run"]
+    assert [r.status for r in report.runs] == ["interrupted", "pending", "pending", "pending"]
     assert report.exit_code == 130
     first = exp.run_dir(exp.variants[0], 0)
     assert json.loads((first / RESULT_FILE).read_text())["step"] == 2
@@ -251,7 +251,7 @@ def test_a_stop_signal_raises_after_the_report_and_writes_no_table(corpus, tmp_p
         run_experiment(exp, data=data, log=said.append)
     assert stop.value.signum == signal.SIGTERM and children.exit_status(stop.value) == 143
     summary = said[-1]
-    assert "1 interrupted" in summary and "3 not run" in summary, summary
+    assert "1 interrupted" in summary and "3 pending" in summary, summary
     assert "interrupted uniform seed0 (stop_at=2): resumable" in summary
     assert json.loads((exp.run_dir(exp.variants[0], 0) / RESULT_FILE).read_text())["status"] == "interrupted"
 
@@ -262,8 +262,10 @@ def test_abandoned_and_locked_runs_are_stated_as_what_they_are(corpus, tmp_path,
     runner's), resumed and said so; a finished-then-torn one likewise."""
     from interp._util.io import exclusive_lock
     from interp._util.paths import TRAIN_STATE_FILE
-    from interp.training.results import RUN_LOCK, RUNNING_ELSEWHERE, lock_holder, run_state
-    from interp.training.trainer import LOCK_FILE
+    from interp._util.paths import RUN_LOCK_FILE as RUN_LOCK
+    from interp._util.states import RUNNING
+    from interp.jobs.runs import lock_holder, run_state
+    from interp.training.run_dir import LOCK_FILE
 
     assert RUN_LOCK == LOCK_FILE
     folder, data = corpus
@@ -280,7 +282,7 @@ def test_abandoned_and_locked_runs_are_stated_as_what_they_are(corpus, tmp_path,
         assert lock_holder(second) == str(__import__("os").getpid())
         assert "running elsewhere" in describe(exp) and "to resume" in describe(exp)
         report = run_experiment(exp, data=data, log=said.append)
-    assert [r.status for r in report.runs] == ["done", RUNNING_ELSEWHERE] and report.exit_code == 1
+    assert [r.status for r in report.runs] == ["done", RUNNING] and report.exit_code == 1
     assert not (second / ERROR_FILE).exists() and not (second / RESULT_FILE).exists()
     text = "\n".join(said)
     assert "uniform seed0: training -> " in text and "(abandoned: train_state.pt but no finished result.json" in text

@@ -374,8 +374,11 @@ def test_one_rank_group_is_seen_by_distributed():
 
 def test_gpu_benchmark_path_runs_on_cpu():
     """bench_gpu_scale's own code path, shrunk (--quick: the 440m preset's dry-run shape) under a 1-rank gloo
-    group: every variant trains through the wrapper it names, and all four train the same model."""
-    proc = subprocess.run([PYTHON, "benchmarks/bench_gpu_scale.py", "--device", "cpu", "--quick", "--threads", "1"],
+    group: each variant trains through the wrapper it names, and all train the same model. ddp+compile is left out
+    here (CI time: its compilation alone is ~30 s on 2 cores); compile under DDP-free blocks is checked against eager
+    by test_compiled_blocks_match_eager, and the GPU study runs all four."""
+    proc = subprocess.run([PYTHON, "benchmarks/bench_gpu_scale.py", "--device", "cpu", "--quick", "--threads", "1",
+                           "--variants", "ddp,fsdp,fsdp+compile"],
                           capture_output=True, text=True, cwd=REPO_ROOT, check=False, timeout=1800,
                           env={k: v for k, v in os.environ.items() if k not in ("WORLD_SIZE", "RANK", "MASTER_PORT")})
     assert proc.returncode == 0, proc.stderr[-4000:]
@@ -384,7 +387,7 @@ def test_gpu_benchmark_path_runs_on_cpu():
         cells = [c.strip() for c in line.strip("|").split("|")]
         if line.startswith("| uniform |"):
             rows[cells[1]] = cells
-    assert set(rows) == {"ddp", "ddp+compile", "fsdp", "fsdp+compile"}, proc.stdout[-3000:]
+    assert set(rows) == {"ddp", "fsdp", "fsdp+compile"}, proc.stdout[-3000:]
     for variant, cells in rows.items():
         assert cells[-2] == ("FSDPTaperedLM" if variant.startswith("fsdp") else "DistributedDataParallel"), cells
         assert cells[-3] == "fused" and float(cells[2].replace(",", "")) > 0, cells

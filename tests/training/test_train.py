@@ -27,7 +27,7 @@ from interp._util.paths import (
 )
 from interp.cli import build_parser
 from interp.cli.train import config_from_args
-from interp.schedules import WidthSpec
+from interp.widths import WidthSpec
 from interp.training import TrainConfig, Trainer, config_diff, lr_at
 from interp.training.checkpoints import (
     load_checkpoint,

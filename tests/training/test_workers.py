@@ -1,4 +1,4 @@
-"""Runs trained at once in child processes (interp.training.workers, run_experiment(jobs=N), --jobs).
+"""Runs trained at once in child processes (interp.jobs.runs.train_in_processes; run_experiment(jobs=N), --jobs: the jobs layer's local tasks).
 
 The micro preset on the synthetic corpus of tests/training/test_experiments.py; each child is a spawned Python that
 imports torch (~3-5 s), so the tests keep to a few children.
@@ -17,10 +17,10 @@ import pytest
 from safetensors.torch import load_file
 
 from interp._util.paths import LOG_FILE, RESULT_FILE
+from interp.jobs.runs import threads_per_run, train_in_processes
+from interp.jobs.training import run_experiment
 from interp.training import TrainConfig
-from interp.training.experiments import run_experiment
 from interp.training.results import ERROR_FILE, collect
-from interp.training.workers import threads_per_run, train_in_processes
 from tests.training.test_experiments import corpus, micro_overrides, two_by_two  # noqa: F401 - corpus is a fixture
 
 
@@ -28,14 +28,16 @@ def weights(run_dir: Path) -> dict:
     return load_file(str(run_dir / "model.safetensors"))
 
 
-def test_two_at_once_gives_the_numbers_of_one_after_another(corpus, tmp_path):  # noqa: F811
+def test_two_at_once_gives_the_numbers_of_one_after_another(corpus, tmp_path, capfd):  # noqa: F811
     folder, data = corpus
     one, two = two_by_two(folder, tmp_path / "one"), two_by_two(folder, tmp_path / "two")
     assert run_experiment(one, data=data, log=None).exit_code == 0
-    said: list[str] = []
-    report = run_experiment(two, data=data, log=said.append, jobs=2)
+    capfd.readouterr()
+    report = run_experiment(two, data=data, log=print, jobs=2)   # two local tasks of the jobs layer
     assert [r.status for r in report.runs] == ["done"] * 4 and report.exit_code == 0 and report.params is not None
+    said = capfd.readouterr().err.splitlines()   # each task says its runs on its stderr
     assert sum("training ->" in line for line in said) == 4
+    assert (two.dir / ".jobs.parts" / ".plan.json").is_file()   # planned, locked and journalled as on Slurm
     a, b = (collect(root).drop(columns=["elapsed_s", "tokens_per_s", "run_dir"]) for root in (one.dir.parent,
                                                                                                two.dir.parent))
     assert a.drop(columns=["versions"]).equals(b.drop(columns=["versions"]))  # val_loss etc., exactly

@@ -19,6 +19,7 @@ All three are causal: a position's output never depends on later positions (test
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -115,7 +116,7 @@ def _freeze_memory_template(memory: nn.Module) -> None:
 
 def _memory_mlp_params(d_in: int, hidden: int, depth: int) -> int:
     dims = (d_in, *([hidden] * (depth - 1)), d_in)
-    return sum(a * b for a, b in zip(dims[:-1], dims[1:]))
+    return sum(a * b for a, b in itertools.pairwise(dims))
 
 
 def _memory_n_params(cfg: ModelConfig, opts: TitansOptions) -> int:

@@ -16,11 +16,11 @@ layer ends both halves), so the curve is smooth, flat at the centre and at the e
 A cosine taper is point-symmetric, so with an even n_layers the mean is exactly (start + end) / 2 and the
 edges and the two centre layers sit exactly at start and end (tiny, 6 layers, 0.5/1.5: 512/1024/1536/
 1536/1024/512). With an odd n_layers the centre layer counts once, which moves the mean by
-(start - end) / (2 L); all ratios are then scaled by the same factor to restore it (as interp.schedules
+(start - end) / (2 L); all ratios are then scaled by the same factor to restore it (as interp.widths.schedules
 .group_widths does for unequal groups), which keeps their proportions (7 layers: edges 0.538, centre 1.615).
 
-Integer widths (shape_widths) are budget-exact through interp.schedules' machinery: the ideal widths in
-units of `multiple` are rounded by largest remainder (_nudge) on mirror pairs, so the widths are symmetric
+Integer widths (shape_widths) are budget-exact through interp.widths.core's machinery: the ideal widths in
+units of `multiple` are rounded by largest remainder (nudge) on mirror pairs, so the widths are symmetric
 (w[l] == w[L-1-l]) and each half stays monotone; only when the symmetry cannot hold (an even n_layers with
 an odd budget in units: d_ff not a multiple of `multiple`) is one layer of a pair one multiple wider than
 its mirror. numpy + stdlib only.
@@ -30,14 +30,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from interp.schedules_core import (
-    _budget_fix,
-    _check_int,
-    _check_mean,
-    _check_ratio,
-    _check_shape,
-    _nudge,
-    _to_widths,
+from interp.widths.core import (
+    budget_fix,
+    check_int,
+    check_mean,
+    check_ratio,
+    check_shape,
+    nudge,
+    to_widths,
 )
 
 SHAPES = ("middle-heavy", "x-shaped")
@@ -50,7 +50,7 @@ def check_shape_ratios(schedule: str, start: float, end: float) -> tuple[float, 
     ValueError naming the fix. Shape-free, so WidthSpec checks it on construction."""
     if schedule not in SHAPES:
         raise ValueError(f"schedule={schedule!r} is not a symmetric shape; valid shapes: {', '.join(SHAPES)}")
-    start, end = _check_ratio(start, "start"), _check_ratio(end, "end")
+    start, end = check_ratio(start, "start"), check_ratio(end, "end")
     if start == end:
         raise ValueError(f"schedule={schedule!r} with start == end ({start:g}) is no profile: start is the edge "
                          "layers' ratio and end the centre's; use schedule='uniform'")
@@ -65,7 +65,7 @@ def shape_ratios(n_layers: int, schedule: str = "middle-heavy", start: float = 0
     """Un-rounded width multipliers r(l) (shape [n_layers]) of a symmetric shape, mean exactly (start + end) / 2
     (see the module docstring for the curve and the odd-n_layers scaling)."""
     start, end = check_shape_ratios(schedule, start, end)
-    n_layers = _check_int(n_layers, "n_layers", 3, _MIN_LAYERS_HINT)
+    n_layers = check_int(n_layers, "n_layers", 3, _MIN_LAYERS_HINT)
     half = (n_layers + 1) // 2
     layer = np.arange(n_layers)
     s = np.minimum(layer, n_layers - 1 - layer) / (half - 1)
@@ -85,7 +85,7 @@ def shape_widths(n_layers: int, d_ff: int, schedule: str = "middle-heavy", start
     3. With an odd n_layers an odd residual needs an odd step of the centre: +1 (-1 for a negative
        residual) or, if that cannot keep the shape, the other way. The centre is then fixed and bounds the
        pairs (none wider than a middle-heavy centre, none narrower than an x-shaped one).
-    4. The rest by largest remainder on pairs (_nudge, monotone). With an even n_layers and an odd
+    4. The rest by largest remainder on pairs (nudge, monotone). With an even n_layers and an odd
        residual, the last step goes to one layer only (the shallower of its pair).
     So every layer is within one multiple of x (the odd centre within two) whenever every x is at least one
     unit; coarser requests (a layer below one multiple) still get budget-exact, symmetric widths of the
@@ -93,9 +93,9 @@ def shape_widths(n_layers: int, d_ff: int, schedule: str = "middle-heavy", start
     Raises ValueError naming the argument for every infeasible request.
     """
     start, end = check_shape_ratios(schedule, start, end)
-    n_layers = _check_int(n_layers, "n_layers", 3, _MIN_LAYERS_HINT)
-    n_layers, d_ff, multiple = _check_shape(n_layers, d_ff, multiple, min_layers=3)
-    _check_mean((start + end) / 2, d_ff, multiple, f"start={start:g} and end={end:g} ({_budget_fix(start, end)})")
+    n_layers = check_int(n_layers, "n_layers", 3, _MIN_LAYERS_HINT)
+    n_layers, d_ff, multiple = check_shape(n_layers, d_ff, multiple, min_layers=3)
+    check_mean((start + end) / 2, d_ff, multiple, f"start={start:g} and end={end:g} ({budget_fix(start, end)})")
     total = n_layers * d_ff // multiple
     x = shape_ratios(n_layers, schedule, start, end)
     x = x * (total / x.sum())
@@ -126,14 +126,14 @@ def shape_widths(n_layers: int, d_ff: int, schedule: str = "middle-heavy", start
         pair_steps, odd_unit = divmod(total - single - int(weight @ units), 2)
         if odd_unit:
             continue
-        units = _nudge(units, wide_first, pair_steps, lo, hi, monotone=True)
-        stepped = _nudge(units, wide_first, single, lo, hi, monotone=True) if single else units
+        units = nudge(units, wide_first, pair_steps, lo, hi, monotone=True)
+        stepped = nudge(units, wide_first, single, lo, hi, monotone=True) if single else units
         if int(weight @ units) + single != total or not _monotone(stepped) or not _monotone(units):
             continue
         edge_first = (lambda u: u[::-1]) if _WIDE_CENTRE[schedule] else (lambda u: u)
         left, right = edge_first(stepped), edge_first(units)
         full = np.concatenate([left, right[::-1][1:] if odd else right[::-1]])
-        return _to_widths(full, total, multiple)
+        return to_widths(full, total, multiple)
     raise ValueError(f"cannot round a {schedule} profile from start={start:g} to end={end:g} to widths in steps of "
                      f"multiple={multiple} that sum to n_layers*d_ff={n_layers * d_ff} and keep its shape; "
                      "use a smaller multiple or a larger d_ff")

@@ -1,5 +1,5 @@
-"""The measured taper: profile -> budget-exact widths (interp.schedules.measured_widths), the widths file
-(interp.taper) and `interp taper derive`."""
+"""The measured taper: profile -> budget-exact widths (interp.widths.measured_widths), the widths file
+(interp.widths.derived) and `interp taper derive`."""
 
 import json
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from interp.schedules import WidthSpec, decreasing_fit, measured_ratios, measured_widths, resample
+from interp.widths import WidthSpec, decreasing_fit, measured_ratios, measured_widths, resample
 
 profiles = st.lists(st.floats(-1, 3, allow_nan=False), min_size=1, max_size=40)
 
@@ -78,7 +78,7 @@ def _table(path, values, model="m", **extra):
 
 def test_taper_derive_cli_writes_a_widths_file_that_train_reads(tmp_path, capsys):
     from interp.cli import main
-    from interp.taper import load_width_spec
+    from interp.widths import load_width_spec
 
     table = _table(tmp_path / "t.parquet", [0.1, 0.2, 0.4, 0.8])
     out = tmp_path / "w.json"

@@ -1,7 +1,7 @@
-"""Taper schedules and budget-exact integer widths (interp.schedules).
+"""Taper schedules and budget-exact integer widths (interp.widths).
 
 Unrounded curves are recomputed here from the paper's formulas with `math`, independently of
-`interp.schedules.ratios`; feasibility is predicted here from the rules, and every infeasible
+`interp.widths.ratios`; feasibility is predicted here from the rules, and every infeasible
 draw must raise ValueError rather than be skipped.
 """
 
@@ -16,7 +16,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from interp.schedules import (
+from interp.widths import (
     PROFILES,
     SCHEDULES,
     WidthSpec,
@@ -349,7 +349,7 @@ def test_widthspec_roundtrip_and_normalisation():
 def test_import_is_light():
     import subprocess
     import sys
-    code = "import sys, interp.schedules; print('torch' in sys.modules)"
+    code = "import sys, interp.widths.schedules, interp.widths.derived; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 

@@ -8,7 +8,7 @@
 The widths file holds a WidthSpec(schedule="measured") (the profile itself, the knobs, and an `origin`
 naming the measure, the model and the table's hash), so config.json of the trained run says where its
 widths came from; the widths are recomputed for the training shape (a profile measured at another depth
-is resampled over normalised depth) by interp.schedules.measured_widths, budget-exact as every schedule.
+is resampled over normalised depth) by interp.widths.schedules.measured_widths, budget-exact as every schedule.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import numpy as np
 from interp._util.config import option
 from interp._util.errors import InputError
 from interp._util.io import PathLike, read_json, write_json_atomic
-from interp.schedules import MEASURED, WidthSpec
+from interp.widths.schedules import MEASURED, WidthSpec
 
 WIDTHS_FORMAT = "interp.widths/1"
 TRANSFORMS = ("value", "one_minus", "negate")  # importance = value | 1 - value | -value

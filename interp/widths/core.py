@@ -1,9 +1,8 @@
-"""The argument checks and budget-exact rounding steps that every width family shares (interp.schedules:
-tapers, layer groups, measured profiles; interp.schedules_shapes: the symmetric shapes).
+"""The argument checks and budget-exact rounding steps that every width family shares (interp.widths.schedules:
+tapers, layer groups, measured profiles; interp.widths.shapes: the symmetric shapes).
 
-Split out of interp.schedules so that a width family can live in its own module and interp.schedules (whose
-WidthSpec resolves every family) imports it without an import cycle. The conventions (units of `multiple`,
-round half to even) are interp.schedules'. numpy + stdlib only.
+The families import these public helpers; the conventions (units of `multiple`, round half to even) are
+interp.widths.schedules'. numpy + stdlib only.
 """
 
 from __future__ import annotations
@@ -15,7 +14,7 @@ import numpy as np
 
 # --------------------------------------------------------------------------- argument checks
 
-def _check_int(value, name: str, minimum: int, hint: str = "") -> int:
+def check_int(value, name: str, minimum: int, hint: str = "") -> int:
     """An int (numpy ints welcome, bools not) >= minimum, else ValueError naming the argument."""
     if isinstance(value, bool):
         raise ValueError(f"{name} must be an integer, got {value!r}")
@@ -28,7 +27,7 @@ def _check_int(value, name: str, minimum: int, hint: str = "") -> int:
     return value
 
 
-def _check_ratio(value, name: str) -> float:
+def check_ratio(value, name: str) -> float:
     value = float(value)
     if not math.isfinite(value) or value <= 0:
         raise ValueError(f"{name} must be a positive, finite multiple of d_ff (e.g. 0.5), got {value}: "
@@ -36,13 +35,13 @@ def _check_ratio(value, name: str) -> float:
     return value
 
 
-def _check_shape(n_layers, d_ff, multiple, min_layers: int = 1) -> tuple[int, int, int]:
+def check_shape(n_layers, d_ff, multiple, min_layers: int = 1) -> tuple[int, int, int]:
     """Validate the model shape and that some widths in steps of `multiple` can sum to the budget."""
-    n_layers = _check_int(n_layers, "n_layers", min_layers,
+    n_layers = check_int(n_layers, "n_layers", min_layers,
                           " (a taper needs a first and a last layer; use schedule='uniform' for 1 layer)"
                           if min_layers == 2 else "")
-    d_ff = _check_int(d_ff, "d_ff", 1)
-    multiple = _check_int(multiple, "multiple", 1, " (the width granularity, e.g. 16, 64 or 128)")
+    d_ff = check_int(d_ff, "d_ff", 1)
+    multiple = check_int(multiple, "multiple", 1, " (the width granularity, e.g. 16, 64 or 128)")
     budget = n_layers * d_ff
     if budget % multiple:
         step = multiple // math.gcd(n_layers, multiple)   # d_ff must be a multiple of this
@@ -55,14 +54,14 @@ def _check_shape(n_layers, d_ff, multiple, min_layers: int = 1) -> tuple[int, in
     return n_layers, d_ff, multiple
 
 
-def _check_mean(mean: float, d_ff: int, multiple: int, what: str) -> None:
+def check_mean(mean: float, d_ff: int, multiple: int, what: str) -> None:
     """The ratios must average 1 (budget-neutral) up to the rounding slack: half a unit per layer."""
     if abs(mean - 1.0) * d_ff > multiple / 2:
         raise ValueError(f"{what} average {mean:.6g}, not 1, so the widths cannot keep the budget "
                          f"n_layers*d_ff (tolerance {multiple / (2 * d_ff):.3g} at multiple={multiple})")
 
 
-def _budget_fix(start: float, end: float) -> str:
+def budget_fix(start: float, end: float) -> str:
     """Advice for a start/end pair that does not average 1: a pair with start + end = 2 that keeps the
     given value that allows it (both ratios must stay positive), else the paper's 1.5/0.5."""
     if start < 2:
@@ -72,7 +71,7 @@ def _budget_fix(start: float, end: float) -> str:
     return "start + end must be 2 with both > 0, e.g. start=1.5 and end=0.5"
 
 
-def _uniform_widths(n_layers: int, d_ff: int, multiple: int) -> list[int]:
+def uniform_widths(n_layers: int, d_ff: int, multiple: int) -> list[int]:
     if d_ff % multiple:
         raise ValueError(f"uniform widths need d_ff to be a multiple of multiple: d_ff={d_ff} is not a "
                          f"multiple of multiple={multiple}; use multiple={math.gcd(d_ff, multiple)} "
@@ -82,7 +81,7 @@ def _uniform_widths(n_layers: int, d_ff: int, multiple: int) -> list[int]:
 
 # --------------------------------------------------------------------------- rounding
 
-def _nudge(units: np.ndarray, ideal: np.ndarray, residual: int, lo: np.ndarray, hi: np.ndarray,
+def nudge(units: np.ndarray, ideal: np.ndarray, residual: int, lo: np.ndarray, hi: np.ndarray,
            monotone: bool) -> np.ndarray:
     """Move `residual` single steps (+1 unit if positive, -1 if negative) onto layers, one at a time.
 
@@ -117,7 +116,7 @@ def _nudge(units: np.ndarray, ideal: np.ndarray, residual: int, lo: np.ndarray, 
     return units
 
 
-def _to_widths(units: np.ndarray, total: int, multiple: int) -> list[int]:
+def to_widths(units: np.ndarray, total: int, multiple: int) -> list[int]:
     """Final guard: every contract promise is re-checked here, so a bug cannot leak out silently."""
     if int(units.sum()) != total or (units < 1).any():
         raise AssertionError(f"schedules: internal error, units {units.tolist()} do not sum to {total}")
