@@ -283,9 +283,17 @@ def train_experiment(exp: Experiment, ex: ExecutorConfig | None = None, data: To
                 job.cfg.threads = ex.cpus_per_task or max(1, (os.cpu_count() or 1) // tasks)   # threads_per_run's rule
             if dist.primary:   # tokenizer and token files built once, before any run starts
                 (job._data if local and tasks == 1 else DataCache(data))(todo[0].cfg)
-            result = execute(TrainingJob, job.cfg, dataclasses.replace(ex, jobs=0 if not local else tasks,
-                                                                       executor="local" if local else ex.executor),
-                             job=job)
+            # Under torchrun, one process group for every run: torch re-creates a destroyed default group under the
+            # same store prefix, so a rank joining run 2 can read rank 0's address from run 1 (gloo: "connection
+            # refused"). Each Trainer finds this group live and leaves it open.
+            group = Distributed.from_env() if local and dist.world_size > 1 else None
+            try:
+                result = execute(TrainingJob, job.cfg, dataclasses.replace(ex, jobs=0 if not local else tasks,
+                                                                           executor="local" if local else ex.executor),
+                                 job=job)
+            finally:
+                if group is not None:
+                    group.close()
     except KeyboardInterrupt as stop:
         if not isinstance(stop, Interrupted | _RunStopped) and stop_requested() is None:
             raise   # a Ctrl-C outside the Trainer's loop (no run saved through it): as it came
